@@ -1,0 +1,112 @@
+// tessera: command-line entry point. Thin: parses arguments and calls the libraries.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "policies/builtin.h"
+#include "sim/fill.h"
+#include "sim/report.h"
+#include "sim/trace.h"
+
+namespace {
+
+using namespace tessera;
+
+Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  std::vector<uint64_t> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      size_t dash = part.find('-');
+      if (dash == std::string::npos) {
+        out.push_back(std::stoull(part));
+      } else {
+        const uint64_t a = std::stoull(part.substr(0, dash));
+        const uint64_t b = std::stoull(part.substr(dash + 1));
+        if (b < a || b - a > 10000) return InvalidArgument("bad seed range '" + part + "'");
+        for (uint64_t s = a; s <= b; ++s) out.push_back(s);
+      }
+    } catch (const std::exception&) {
+      return InvalidArgument("bad seed list '" + text + "' (use e.g. 42-51 or 1,2,3)");
+    }
+  }
+  if (out.empty()) return InvalidArgument("no seeds given");
+  return out;
+}
+
+std::vector<std::string> SplitComma(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "tessera: %s\n", st.message().c_str());
+  return 1;
+}
+
+struct FillArgs {
+  std::string nodes, pods, policies = "tessera", seeds = "42-51", json, curve, plot;
+  double tune = 1.3;
+  unsigned threads = 0;
+};
+
+int RunSimFill(const FillArgs& a) {
+  auto seeds = ParseSeeds(a.seeds);
+  if (!seeds.ok()) return Fail(seeds.status());
+  auto nodes = ReadNodesCsv(a.nodes);
+  if (!nodes.ok()) return Fail(nodes.status());
+  auto pods = ReadPodsCsv(a.pods);
+  if (!pods.ok()) return Fail(pods.status());
+  auto results = RunFillMatrix(*nodes, *pods, SplitComma(a.policies), *seeds, a.tune, a.threads);
+  if (!results.ok()) return Fail(results.status());
+  std::fputs(FillTable(*results).c_str(), stdout);
+  if (!a.json.empty()) {
+    Status st = WriteFileAtomic(a.json, FillJson(*results, a.nodes, a.pods));
+    if (!st.ok()) return Fail(st);
+  }
+  if (!a.curve.empty()) {
+    Status st = WriteFileAtomic(a.curve, FillCurveCsv(*results));
+    if (!st.ok()) return Fail(st);
+  }
+  if (!a.plot.empty()) {
+    Status st = WriteFileAtomic(a.plot, FillPlotSvg(*results, "Unallocated GPU vs arrival"));
+    if (!st.ok()) return Fail(st);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: workload-aware GPU allocation for Kubernetes"};
+  app.require_subcommand(1);
+  auto* sim = app.add_subcommand("sim", "Trace-driven simulation");
+  sim->require_subcommand(1);
+
+  FillArgs fill;
+  auto* f = sim->add_subcommand("fill", "FGD fill protocol: fill the cluster once, no departures");
+  f->add_option("--nodes", fill.nodes, "Node CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
+  f->add_option("--pods", fill.pods, "Pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")
+      ->required();
+  f->add_option("--policy", fill.policies, "Policy name(s), comma-separated")
+      ->default_val("tessera");
+  f->add_option("--seeds", fill.seeds, "Seeds, e.g. 42-51 or 1,2,3")->default_val("42-51");
+  f->add_option("--tune", fill.tune, "Inflate/deflate the workload to this x GPU capacity")
+      ->default_val(1.3);
+  f->add_option("--threads", fill.threads, "Worker threads (0 = all cores)")->default_val(0);
+  f->add_option("--json", fill.json, "Write results as JSON");
+  f->add_option("--curve", fill.curve, "Write per-arrival curves as CSV");
+  f->add_option("--plot", fill.plot, "Write unallocated GPU vs arrival as SVG");
+  int rc = 0;
+  f->callback([&] { rc = RunSimFill(fill); });
+
+  CLI11_PARSE(app, argc, argv);
+  return rc;
+}

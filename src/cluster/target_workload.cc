@@ -1,0 +1,31 @@
+#include "cluster/target_workload.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace tessera {
+
+TargetWorkload TargetWorkload::FromDemands(std::span<const Demand> demands, double coverage_pct) {
+  using Key = std::tuple<int64_t, int, int, ModelMask>;
+  std::map<Key, int64_t> counts;
+  for (const Demand& d : demands) ++counts[{d.cpu.v, d.gpu_milli, d.num_gpu, d.models}];
+  std::vector<std::pair<Key, int64_t>> sorted(counts.begin(), counts.end());
+  // Most frequent first; equal counts in key order so the result is deterministic.
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  const double total = static_cast<double>(demands.size());
+  const double needed = coverage_pct / 100.0 * total;
+  TargetWorkload out;
+  double covered = 0;
+  for (const auto& [key, n] : sorted) {
+    if (covered >= needed && !out.shapes.empty()) break;
+    const auto& [cpu, milli, num, models] = key;
+    out.shapes.push_back({cpu, milli, num, models, static_cast<double>(n)});
+    covered += static_cast<double>(n);
+  }
+  for (auto& s : out.shapes) s.popularity /= covered;
+  return out;
+}
+
+}  // namespace tessera

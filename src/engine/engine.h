@@ -1,0 +1,81 @@
+// The scheduling cycle: filter -> score -> select, for one workload or a batch.
+//
+// Filter (built in): CPU, memory, GPU model, and enough GPUs with the per-GPU share free.
+// Score: the configured Scorer. Select: highest score; ties go to the node that comes first in
+// a permutation of the nodes drawn from the engine's seed (same input + seed => same plan).
+// The engine performs no I/O and reads no clock. Decide() does not change the cluster;
+// RunCycle() applies its decisions tentatively and returns a Plan that can be rolled back.
+// Not thread-safe: one engine per scheduling loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_state.h"
+#include "core/random.h"
+#include "engine/policy.h"
+
+namespace tessera {
+
+enum class FilterVerdict : uint8_t { kFits, kCpu, kMemory, kGpuModel, kGpuCount };
+
+// Why a workload fits on no node: how many nodes failed each check (first failing check).
+struct RejectReasons {
+  int64_t nodes = 0;
+  int64_t cpu = 0;
+  int64_t memory = 0;
+  int64_t gpu_model = 0;
+  int64_t gpu = 0;  // not enough GPUs with the requested share free
+  void Count(FilterVerdict v);
+  std::string Summary() const;
+};
+
+struct Decision {
+  WorkloadId workload = 0;
+  Demand demand;
+  bool placed = false;
+  Placement placement;
+  double score = 0;
+  int64_t feasible_nodes = 0;
+  RejectReasons reasons;  // meaningful when !placed
+
+  // One line, e.g. "placed on node-7 GPUs [3] (score 57.0, best of 412 feasible nodes)".
+  std::string Explain(const ClusterState& state) const;
+};
+
+// Decisions of one cycle, applied to the cluster in order. Rollback releases them in reverse.
+struct Plan {
+  std::vector<Decision> decisions;
+  Status Rollback(ClusterState& state) const;
+};
+
+FilterVerdict FilterNode(const NodeFree& f, const Demand& d);
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Scorer> scorer, uint64_t seed);
+
+  const Scorer& scorer() const { return *scorer_; }
+  // Forwards an arrival to the scorer (see Scorer::Observe).
+  void Observe(const Demand& d) { scorer_->Observe(d); }
+
+  // Chooses a node and GPUs for one workload without changing the cluster.
+  Decision Decide(const ClusterState& state, WorkloadId id, const Demand& demand);
+
+  // Decides the workloads in order, allocating each placed one before deciding the next.
+  // Returns the plan (placed and unplaced decisions). Fails only if an allocation the engine
+  // chose is refused by the ledger, in which case everything is rolled back.
+  Result<Plan> RunCycle(ClusterState& state, const std::vector<std::pair<WorkloadId, Demand>>& batch);
+
+ private:
+  void EnsureOrder(size_t num_nodes);
+
+  std::unique_ptr<Scorer> scorer_;
+  Rng rng_;
+  std::vector<uint32_t> rank_;  // tie-break order of nodes
+  std::vector<NodeIdx> feasible_;
+};
+
+}  // namespace tessera

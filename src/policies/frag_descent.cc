@@ -1,0 +1,90 @@
+#include "policies/frag_descent.h"
+
+#include <cmath>
+
+#include "engine/gpu_select.h"
+
+namespace tessera {
+
+double FgdIntegerScore(double delta) {
+  return std::trunc(100.0 / (1.0 + std::exp(delta / 1000.0)));
+}
+
+FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn,
+                                     bool learn_online)
+    : name_(std::move(name)), model_(std::move(target)), fn_(std::move(fn)),
+      learn_online_(learn_online) {}
+
+void FragDescentScorer::Observe(const Demand& d) {
+  if (!learn_online_) return;
+  seen_.push_back(d);
+  if (seen_.size() >= next_relearn_) {
+    Relearn();
+    // Re-learn often while the estimate is young, then every 256 arrivals.
+    next_relearn_ = seen_.size() < 256 ? seen_.size() * 2 : seen_.size() + 256;
+  }
+}
+
+void FragDescentScorer::Relearn() {
+  model_ = FragModel(TargetWorkload::FromDemands(seen_));
+  ++gen_;
+}
+
+void FragDescentScorer::PreScore(const ClusterState& state, const Demand& d,
+                                 std::span<const NodeIdx>, Rng&) {
+  const ShapeKey key{d.cpu.v, d.num_gpu, d.gpu_milli, d.models};
+  auto it = shape_ids_.find(key);
+  if (it == shape_ids_.end()) {
+    if (shape_ids_.size() >= kMaxCachedShapes) {
+      current_ = nullptr;
+      return;
+    }
+    it = shape_ids_.emplace(key, static_cast<uint32_t>(cache_.size())).first;
+    cache_.emplace_back();
+  }
+  current_ = &cache_[it->second];
+  if (current_->size() < state.num_nodes()) current_->resize(state.num_nodes());
+}
+
+NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const Demand& d) {
+  const NodeFree& f = state.free(n);
+  if (current_ == nullptr) return Evaluate(f, d);
+  Entry& e = (*current_)[n];
+  if (e.stamp != f.stamp || e.gen != gen_) {
+    const NodeScore s = Evaluate(f, d);
+    e = {f.stamp, gen_, s.score, s.gpus};
+  }
+  return {e.score, e.gpus};
+}
+
+NodeScore FragDescentScorer::Evaluate(const NodeFree& f, const Demand& d) {
+  if (model_.empty()) {
+    // Nothing learned yet: fall back to best-fit GPU choice with a neutral score.
+    return {fn_(0.0, f, d, -1), SelectBestFit(f, d)};
+  }
+  model_.Load(f);
+  const double before = model_.loaded_frag();
+  if (d.IsShare()) {
+    bool have = false;
+    NodeScore best;
+    for (int g = 0; g < f.gpu_count; ++g) {
+      const int r = f.gpu[g];
+      if (r < d.gpu_milli) continue;
+      bool dup = false;
+      for (int h = 0; h < g && !dup; ++h) dup = f.gpu[h] == r;
+      if (dup) continue;
+      const double delta = model_.After(d.cpu.v, r, r - d.gpu_milli, 1) - before;
+      const double s = fn_(delta, f, d, g);
+      if (!have || s > best.score) {
+        have = true;
+        best = {s, GpuMask{1} << g};
+      }
+    }
+    return best;
+  }
+  const double delta = d.IsCpuOnly() ? model_.After(d.cpu.v, 0, 0, 0) - before
+                                     : model_.After(d.cpu.v, 1000, 0, d.num_gpu) - before;
+  return {fn_(delta, f, d, -1), SelectFirstFit(f, d)};
+}
+
+}  // namespace tessera

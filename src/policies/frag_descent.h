@@ -1,0 +1,79 @@
+// Shared machinery of the fragmentation-descent policies (fgd, tessera): for a demand and a
+// node, evaluates every distinct GPU choice by the change of the node's fragmentation
+// Delta F = F_after - F_before (milli-GPU), and caches results per (demand shape, node stamp).
+//
+// Share demands try each GPU with enough free share (GPUs with equal free share are one
+// choice; the lowest index represents them). Whole-GPU demands take the lowest-index fully free
+// GPUs; CPU-only demands change only CPU. Not thread-safe.
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/policy.h"
+#include "policies/frag.h"
+
+namespace tessera {
+
+class FragDescentScorer : public Scorer {
+ public:
+  // Maps a candidate's Delta F (and the node, for tie-break terms) to a score; higher wins.
+  // Among candidates of one node the first with the highest score is kept.
+  using ScoreFn = std::function<double(double delta, const NodeFree& f, const Demand& d, int gpu)>;
+
+  FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online);
+
+  std::string_view name() const override { return name_; }
+  void Observe(const Demand& d) override;
+  void PreScore(const ClusterState& state, const Demand& d, std::span<const NodeIdx> feasible,
+                Rng& rng) override;
+  NodeScore Score(const ClusterState& state, NodeIdx n, const Demand& d) override;
+
+  const FragModel& model() const { return model_; }
+
+ private:
+  struct Entry {
+    uint64_t stamp = 0;
+    uint64_t gen = 0;
+    double score = 0;
+    GpuMask gpus = 0;
+  };
+  struct ShapeKey {
+    int64_t cpu;
+    int num_gpu;
+    int gpu_milli;
+    ModelMask models;
+    bool operator==(const ShapeKey&) const = default;
+  };
+  struct ShapeHash {
+    size_t operator()(const ShapeKey& k) const {
+      uint64_t h = static_cast<uint64_t>(k.cpu) * 0x9e3779b97f4a7c15ULL;
+      h ^= (static_cast<uint64_t>(k.num_gpu) << 32 | static_cast<uint32_t>(k.gpu_milli)) +
+           0x632be59bd9b4e019ULL + (h << 6) + (h >> 2);
+      h ^= k.models + 0x85ebca6b + (h << 6) + (h >> 2);
+      return h;
+    }
+  };
+  NodeScore Evaluate(const NodeFree& f, const Demand& d);
+  void Relearn();
+
+  std::string name_;
+  FragModel model_;
+  ScoreFn fn_;
+  bool learn_online_;
+  uint64_t gen_ = 1;  // bumps when the target workload changes
+  // Online learning state.
+  std::vector<Demand> seen_;
+  size_t next_relearn_ = 1;
+  // Cache: per interned shape, per node.
+  static constexpr size_t kMaxCachedShapes = 64;
+  std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_ids_;
+  std::vector<std::vector<Entry>> cache_;
+  std::vector<Entry>* current_ = nullptr;
+};
+
+// floor(100 * sigmoid(-delta / 1000)): FGD's integer node score.
+double FgdIntegerScore(double delta);
+
+}  // namespace tessera

@@ -1,0 +1,33 @@
+// Minimal strict CSV reader (RFC 4180 subset: comma separator, optional double quotes,
+// "" escapes inside quotes, LF or CRLF line ends). Every field knows its line and column so
+// callers can report errors as FILE:LINE:COL. Pure; thread-compatible.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace tessera {
+
+struct CsvField {
+  std::string text;
+  int line = 0;    // 1-based
+  int column = 0;  // 1-based, of the field's first character
+};
+
+struct CsvRow {
+  std::vector<CsvField> fields;
+  int line = 0;
+};
+
+// Splits `content` into rows. Blank lines are kept out; a quote opened and never closed, or
+// characters after a closing quote, is an error naming the position.
+Result<std::vector<CsvRow>> ParseCsv(std::string_view content, const std::string& source);
+
+Result<std::string> ReadFileToString(const std::string& path);
+
+std::string Where(const std::string& source, int line, int column);
+
+}  // namespace tessera

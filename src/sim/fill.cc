@@ -1,0 +1,205 @@
+#include "sim/fill.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "cluster/cluster_state.h"
+#include "engine/engine.h"
+#include "policies/builtin.h"
+#include "policies/frag.h"
+
+namespace tessera {
+
+std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
+                                          int64_t gpu_capacity_milli, double tune_ratio,
+                                          uint64_t seed) {
+  std::vector<size_t> order(pods.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return pods[a].name < pods[b].name; });
+  Rng rng(seed);
+  rng.Shuffle(order);
+  std::vector<Workload> seq;
+  seq.reserve(order.size() * 2);
+  int64_t total = 0;
+  for (size_t i : order) {
+    seq.push_back(pods[i]);
+    total += pods[i].demand.TotalMilliGpu();
+  }
+  if (tune_ratio <= 0 || pods.empty()) return seq;
+  const double target = tune_ratio * static_cast<double>(gpu_capacity_milli);
+  if (static_cast<double>(total) < target) {
+    for (int64_t k = 0;; ++k) {
+      const Workload& w = pods[rng.Uniform(pods.size())];
+      // As in the reference simulator, the overshoot test uses the per-GPU share.
+      if (static_cast<double>(total + w.demand.gpu_milli) > target) break;
+      Workload copy = w;
+      copy.name += "-tuned-" + std::to_string(k);
+      total += w.demand.TotalMilliGpu();
+      seq.push_back(std::move(copy));
+    }
+  } else {
+    while (static_cast<double>(total) > target && !seq.empty()) {
+      const size_t idx = rng.Uniform(seq.size());
+      total -= seq[idx].demand.TotalMilliGpu();
+      seq.erase(seq.begin() + static_cast<std::ptrdiff_t>(idx));
+    }
+  }
+  return seq;
+}
+
+Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Workload>& pods,
+                        const FillOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ClusterState state;
+  for (const NodeSpec& n : nodes) {
+    auto r = state.AddNode(n);
+    if (!r.ok()) return r.status();
+  }
+  if (state.gpu_capacity_milli() == 0) return InvalidArgument("the cluster has no GPUs");
+
+  std::vector<Demand> demands;
+  demands.reserve(pods.size());
+  for (const Workload& w : pods) demands.push_back(w.demand);
+  const TargetWorkload target = TargetWorkload::FromDemands(demands, opt.typical_coverage_pct);
+
+  PolicyConfig cfg{opt.policy, target};
+  auto scorer = BuiltinPolicies().Create(cfg);
+  if (!scorer.ok()) return scorer.status();
+  // The tie-break order uses its own stream so the sequence does not depend on the policy.
+  Engine engine(std::move(scorer).value(), opt.seed * 0x9e3779b97f4a7c15ULL + 1);
+
+  const std::vector<Workload> seq =
+      PrepareFillSequence(pods, state.gpu_capacity_milli(), opt.tune_ratio, opt.seed);
+
+  FragModel measure(target);
+  std::vector<double> node_frag(state.num_nodes());
+  double frag_total = 0;
+  for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
+    node_frag[n] = measure.Frag(state.free(n));
+    frag_total += node_frag[n];
+  }
+
+  FillRun run;
+  run.policy = opt.policy;
+  run.seed = opt.seed;
+  run.pods = static_cast<int64_t>(seq.size());
+  const double cap = static_cast<double>(state.gpu_capacity_milli());
+  int64_t arrived = 0;
+  int next_bucket = 0;
+  auto record_upto = [&](int bucket) {
+    const double alloc = static_cast<double>(state.gpu_allocated_milli());
+    const double idle = cap - alloc;
+    for (; next_bucket <= bucket && next_bucket < kArrivalBuckets; ++next_bucket) {
+      run.unalloc_pct[next_bucket] = 100.0 - alloc / cap * 100.0;
+      run.frag_ratio_pct[next_bucket] = idle > 0 ? frag_total / idle * 100.0 : 0.0;
+      run.frag_pct[next_bucket] = frag_total / cap * 100.0;
+    }
+  };
+  record_upto(0);
+  WorkloadId id = 0;
+  for (const Workload& w : seq) {
+    engine.Observe(w.demand);
+    const Decision d = engine.Decide(state, id, w.demand);
+    ++run.decisions;
+    if (d.placed) {
+      Status st = state.Allocate(id, w.demand, d.placement);
+      if (!st.ok()) return Internal("ledger refused engine placement: " + st.message());
+      ++run.placed;
+      const NodeIdx n = d.placement.node;
+      const double f = measure.Frag(state.free(n));
+      frag_total += f - node_frag[n];
+      node_frag[n] = f;
+    }
+    ++id;
+    arrived += w.demand.TotalMilliGpu();
+    record_upto(static_cast<int>(std::floor(static_cast<double>(arrived) / cap * 100.0)));
+  }
+  run.final_arrival_pct = static_cast<double>(arrived) / cap * 100.0;
+  // Buckets past the final arrival (e.g. 130 when the run ends at 129.9%) hold the end state.
+  {
+    const double alloc = static_cast<double>(state.gpu_allocated_milli());
+    const double idle = cap - alloc;
+    for (; next_bucket < kArrivalBuckets; ++next_bucket) {
+      run.unalloc_pct[next_bucket] = 100.0 - alloc / cap * 100.0;
+      run.frag_ratio_pct[next_bucket] = idle > 0 ? frag_total / idle * 100.0 : 0.0;
+      run.frag_pct[next_bucket] = frag_total / cap * 100.0;
+    }
+    run.unalloc_pct_at_130 = 100.0 - alloc / cap * 100.0;
+  }
+  run.unalloc_pct_at_100 = run.unalloc_pct[100];
+  run.frag_ratio_at_90 = run.frag_ratio_pct[90];
+  run.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return run;
+}
+
+Stats Stats::Of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const double n = static_cast<double>(v.size());
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.stddev = v.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& nodes,
+                                               const std::vector<Workload>& pods,
+                                               const std::vector<std::string>& policies,
+                                               const std::vector<uint64_t>& seeds,
+                                               double tune_ratio, unsigned threads) {
+  for (const auto& p : policies) {
+    auto probe = BuiltinPolicies().Create(PolicyConfig{p, TargetWorkload{{TaskShape{0, 0, 0, 0, 1}}}});
+    if (!probe.ok()) return probe.status();
+  }
+  const size_t jobs = policies.size() * seeds.size();
+  std::vector<Result<FillRun>> results(jobs, Result<FillRun>(Internal("not run")));
+  std::atomic<size_t> next{0};
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, jobs));
+  auto worker = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < jobs;) {
+      FillOptions o;
+      o.policy = policies[j / seeds.size()];
+      o.seed = seeds[j % seeds.size()];
+      o.tune_ratio = tune_ratio;
+      results[j] = RunFill(nodes, pods, o);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+
+  std::vector<FillSummary> out;
+  for (size_t p = 0; p < policies.size(); ++p) {
+    FillSummary s;
+    s.policy = policies[p];
+    std::vector<double> a100, a130, f90;
+    for (size_t k = 0; k < seeds.size(); ++k) {
+      auto& r = results[p * seeds.size() + k];
+      if (!r.ok()) return r.status();
+      a100.push_back(r->unalloc_pct_at_100);
+      a130.push_back(r->unalloc_pct_at_130);
+      f90.push_back(r->frag_ratio_at_90);
+      s.wall_seconds += r->wall_seconds;
+      s.runs.push_back(std::move(r).value());
+    }
+    s.unalloc_at_100 = Stats::Of(a100);
+    s.unalloc_at_130 = Stats::Of(a130);
+    s.frag_ratio_at_90 = Stats::Of(f90);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,77 @@
+// The FGD paper's fill protocol (USENIX ATC'23; docs/BENCHMARK.md):
+//   pods sorted by name, shuffled with the seed; inflated to `tune_ratio` x cluster GPU
+//   capacity by drawing original pods uniformly with replacement (stopping at the first draw
+//   whose per-GPU share would overshoot), or deflated by removing random pods; then every pod
+//   is scheduled once, in order, with no departures and no retries. After every pod the run
+//   records allocated vs arrived GPU and the fragmentation of the cluster against the target
+//   workload of the original trace.
+// RunFill is deterministic in (inputs, policy, seed). RunFillMatrix runs policy x seed
+// experiments on a pool of threads; results do not depend on the thread count.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/target_workload.h"
+#include "cluster/types.h"
+#include "core/status.h"
+
+namespace tessera {
+
+inline constexpr int kArrivalBuckets = 131;  // arrival % 0..130
+
+struct FillOptions {
+  std::string policy = "tessera";
+  uint64_t seed = 42;
+  double tune_ratio = 1.3;
+  double typical_coverage_pct = 95.0;
+};
+
+struct FillRun {
+  std::string policy;
+  uint64_t seed = 0;
+  int64_t pods = 0;    // after inflation
+  int64_t placed = 0;
+  double unalloc_pct_at_100 = 0;
+  double unalloc_pct_at_130 = 0;  // at the end of the run
+  double frag_ratio_at_90 = 0;    // fragmented / idle GPU, %
+  double final_arrival_pct = 0;
+  // Per arrival bucket (first pod at or past the bucket): unallocated GPU %, fragmentation
+  // ratio % (fragmented / idle) and fragmented GPU as % of the cluster.
+  std::array<double, kArrivalBuckets> unalloc_pct{};
+  std::array<double, kArrivalBuckets> frag_ratio_pct{};
+  std::array<double, kArrivalBuckets> frag_pct{};
+  double wall_seconds = 0;
+  int64_t decisions = 0;
+};
+
+// Builds the submission sequence of one experiment (exposed for tests).
+std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
+                                          int64_t gpu_capacity_milli, double tune_ratio,
+                                          uint64_t seed);
+
+Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Workload>& pods,
+                        const FillOptions& options);
+
+struct Stats {
+  double mean = 0, median = 0, stddev = 0, min = 0, max = 0;
+  static Stats Of(std::vector<double> v);
+};
+
+struct FillSummary {
+  std::string policy;
+  std::vector<FillRun> runs;  // one per seed, in seed order
+  Stats unalloc_at_100, unalloc_at_130, frag_ratio_at_90;
+  double wall_seconds = 0;  // sum over runs
+};
+
+// Runs every (policy, seed) pair. threads = 0: hardware concurrency.
+Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& nodes,
+                                               const std::vector<Workload>& pods,
+                                               const std::vector<std::string>& policies,
+                                               const std::vector<uint64_t>& seeds,
+                                               double tune_ratio = 1.3, unsigned threads = 0);
+
+}  // namespace tessera

@@ -1,0 +1,23 @@
+// Output of fill experiments: a readable table, JSON, a CSV of the curves and an SVG plot of
+// unallocated GPU % against arrival % (median over seeds, band = interquartile range).
+// Files are written to a temporary name and renamed, so a failed run leaves no partial file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sim/fill.h"
+
+namespace tessera {
+
+std::string FillTable(const std::vector<FillSummary>& results);
+std::string FillJson(const std::vector<FillSummary>& results, const std::string& nodes_source,
+                     const std::string& pods_source);
+std::string FillCurveCsv(const std::vector<FillSummary>& results);
+std::string FillPlotSvg(const std::vector<FillSummary>& results, const std::string& title);
+
+// Writes `content` to `path` atomically (temporary file + rename).
+Status WriteFileAtomic(const std::string& path, const std::string& content);
+
+}  // namespace tessera
