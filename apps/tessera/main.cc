@@ -4,12 +4,14 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/tessera/commands.h"
 #include "policies/builtin.h"
 #include "sim/fill.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
 namespace {
+
 
 using namespace tessera;
 
@@ -106,6 +108,8 @@ int main(int argc, char** argv) {
   f->add_option("--plot", fill.plot, "Write unallocated GPU vs arrival as SVG");
   int rc = 0;
   f->callback([&] { rc = RunSimFill(fill); });
+  tessera::AddSimReplayCommand(*sim, rc);
+  tessera::AddDemoCommand(app, rc);
 
   CLI11_PARSE(app, argc, argv);
   return rc;

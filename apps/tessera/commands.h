@@ -1,0 +1,12 @@
+// Subcommands of the tessera binary, one registration function per file. Each adds its
+// subcommand to `parent` and, when it runs, stores the process exit code in `rc`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera {
+
+void AddSimReplayCommand(CLI::App& sim, int& rc);  // cmd_replay.cc: `tessera sim replay`
+void AddDemoCommand(CLI::App& app, int& rc);       // cmd_demo.cc: `tessera demo`
+
+}  // namespace tessera
