@@ -25,6 +25,10 @@ struct TargetWorkload {
   std::vector<TaskShape> shapes;
 
   static TargetWorkload FromDemands(std::span<const Demand> demands, double coverage_pct = 95.0);
+  // As FromDemands, but each task counts with weight(demand) instead of 1 (for coverage and
+  // popularity alike). Weights must be non-negative.
+  static TargetWorkload FromWeightedDemands(std::span<const Demand> demands, double coverage_pct,
+                                            double (*weight)(const Demand&));
 };
 
 }  // namespace tessera

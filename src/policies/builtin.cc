@@ -28,9 +28,13 @@ PolicyRegistry* Build() {
         return Wrap(MakeFgdScorer(c.target));
       });
   add("tessera",
-      "exact fragmentation descent against the workload mix learned online, with packing "
-      "tie-breaks",
-      [](const PolicyConfig&) { return Wrap(MakeTesseraScorer()); });
+      "fragmentation descent with CPU-stranding look-ahead against the workload mix learned "
+      "online (the default)",
+      [](const PolicyConfig&) -> Result<std::unique_ptr<Scorer>> {
+        const TesseraConfig cfg;
+        TESSERA_RETURN_IF_ERROR(cfg.Validate());
+        return Wrap(MakeTesseraScorer(cfg));
+      });
   return r;
 }
 

@@ -1,33 +1,56 @@
 #include "policies/frag.h"
 
-namespace tessera {
+#include <algorithm>
 
-FragModel::FragModel(TargetWorkload target) : target_(std::move(target)) {
+namespace tessera {
+namespace {
+
+bool Accessible(const TaskShape& s, GpuModelId model) {
+  return s.num_gpu > 0 && (s.models == 0 || (model != kNoGpuModel && ((s.models >> model) & 1)));
+}
+
+}  // namespace
+
+FragModel::FragModel(TargetWorkload target, FragMeasure measure)
+    : target_(std::move(target)), measure_(measure) {
   const size_t m = target_.shapes.size();
   usable_.resize(m);
   less_.resize(m);
   access_.resize(m);
 }
 
+double FragModel::ShapeFrag(size_t i, int64_t cpu, int64_t idle, int usable, int64_t less) const {
+  const TaskShape& s = target_.shapes[i];
+  if (measure_ == FragMeasure::kFgd) {
+    const bool fits = usable >= s.num_gpu && cpu >= s.cpu;
+    return static_cast<double>(fits ? less : idle);
+  }
+  int64_t tasks = usable / s.num_gpu;
+  if (s.cpu > 0) tasks = std::min<int64_t>(tasks, std::max<int64_t>(cpu, 0) / s.cpu);
+  return static_cast<double>(idle - tasks * s.num_gpu * s.gpu_milli);
+}
+
 double FragModel::Frag(const NodeFree& f) const {
-  const double idle = f.gpu_total;
+  const int64_t idle = f.gpu_total;
   double frag = 0;
-  for (const TaskShape& s : target_.shapes) {
-    if (s.num_gpu == 0 || !(s.models == 0 || (f.model != kNoGpuModel && ((s.models >> f.model) & 1)))) {
-      frag += s.popularity * idle;
+  for (size_t i = 0; i < target_.shapes.size(); ++i) {
+    const TaskShape& s = target_.shapes[i];
+    if (!Accessible(s, f.model)) {
+      frag += s.popularity * static_cast<double>(idle);
       continue;
     }
     int usable = 0;
     int64_t less = 0;
     for (int g = 0; g < f.gpu_count; ++g) {
-      if (f.gpu[g] >= s.gpu_milli) {
+      if (measure_ == FragMeasure::kCapacity) {
+        usable += f.gpu[g] / s.gpu_milli;
+      } else if (f.gpu[g] >= s.gpu_milli) {
         ++usable;
       } else {
         less += f.gpu[g];
       }
     }
-    const bool fits = usable >= s.num_gpu && f.cpu >= s.cpu;
-    frag += s.popularity * (fits ? static_cast<double>(less) : idle);
+    frag += s.popularity * ShapeFrag(i, f.cpu, idle, usable, less);
   }
   return frag;
 }
@@ -35,17 +58,17 @@ double FragModel::Frag(const NodeFree& f) const {
 void FragModel::Load(const NodeFree& f) {
   cpu_ = f.cpu;
   idle_ = f.gpu_total;
-  const size_t m = target_.shapes.size();
   double frag = 0;
-  for (size_t i = 0; i < m; ++i) {
+  for (size_t i = 0; i < target_.shapes.size(); ++i) {
     const TaskShape& s = target_.shapes[i];
-    access_[i] = s.num_gpu > 0 &&
-                 (s.models == 0 || (f.model != kNoGpuModel && ((s.models >> f.model) & 1)));
+    access_[i] = Accessible(s, f.model);
     int usable = 0;
     int64_t less = 0;
     if (access_[i]) {
       for (int g = 0; g < f.gpu_count; ++g) {
-        if (f.gpu[g] >= s.gpu_milli) {
+        if (measure_ == FragMeasure::kCapacity) {
+          usable += f.gpu[g] / s.gpu_milli;
+        } else if (f.gpu[g] >= s.gpu_milli) {
           ++usable;
         } else {
           less += f.gpu[g];
@@ -54,8 +77,8 @@ void FragModel::Load(const NodeFree& f) {
     }
     usable_[i] = usable;
     less_[i] = less;
-    const bool fits = access_[i] && usable >= s.num_gpu && f.cpu >= s.cpu;
-    frag += s.popularity * (fits ? static_cast<double>(less) : static_cast<double>(idle_));
+    frag += s.popularity *
+            (access_[i] ? ShapeFrag(i, cpu_, idle_, usable, less) : static_cast<double>(idle_));
   }
   loaded_frag_ = frag;
 }
@@ -63,9 +86,8 @@ void FragModel::Load(const NodeFree& f) {
 double FragModel::After(int64_t cpu, int old_r, int new_r, int count) const {
   const int64_t c = cpu_ - cpu;
   const int64_t idle = idle_ - static_cast<int64_t>(old_r - new_r) * count;
-  const size_t m = target_.shapes.size();
   double frag = 0;
-  for (size_t i = 0; i < m; ++i) {
+  for (size_t i = 0; i < target_.shapes.size(); ++i) {
     const TaskShape& s = target_.shapes[i];
     if (!access_[i]) {
       frag += s.popularity * static_cast<double>(idle);
@@ -73,18 +95,21 @@ double FragModel::After(int64_t cpu, int old_r, int new_r, int count) const {
     }
     int usable = usable_[i];
     int64_t less = less_[i];
-    if (old_r >= s.gpu_milli) {
-      usable -= count;
+    if (measure_ == FragMeasure::kCapacity) {
+      usable += count * (new_r / s.gpu_milli - old_r / s.gpu_milli);
     } else {
-      less -= static_cast<int64_t>(old_r) * count;
+      if (old_r >= s.gpu_milli) {
+        usable -= count;
+      } else {
+        less -= static_cast<int64_t>(old_r) * count;
+      }
+      if (new_r >= s.gpu_milli) {
+        usable += count;
+      } else {
+        less += static_cast<int64_t>(new_r) * count;
+      }
     }
-    if (new_r >= s.gpu_milli) {
-      usable += count;
-    } else {
-      less += static_cast<int64_t>(new_r) * count;
-    }
-    const bool fits = usable >= s.num_gpu && c >= s.cpu;
-    frag += s.popularity * (fits ? static_cast<double>(less) : static_cast<double>(idle));
+    frag += s.popularity * ShapeFrag(i, c, idle, usable, less);
   }
   return frag;
 }

@@ -22,7 +22,8 @@ class FragDescentScorer : public Scorer {
   // Among candidates of one node the first with the highest score is kept.
   using ScoreFn = std::function<double(double delta, const NodeFree& f, const Demand& d, int gpu)>;
 
-  FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online);
+  FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online,
+                    FragMeasure measure = FragMeasure::kFgd);
 
   std::string_view name() const override { return name_; }
   void Observe(const Demand& d) override;
@@ -31,6 +32,14 @@ class FragDescentScorer : public Scorer {
   NodeScore Score(const ClusterState& state, NodeIdx n, const Demand& d) override;
 
   const FragModel& model() const { return model_; }
+
+ protected:
+  // Called after the target workload was re-learned from the demands seen so far.
+  virtual void OnRelearn(const std::vector<Demand>& /*seen*/) {}
+  // Learns the target workload from the demands seen so far (default: FromDemands).
+  virtual TargetWorkload Learn(const std::vector<Demand>& seen) {
+    return TargetWorkload::FromDemands(seen);
+  }
 
  private:
   struct Entry {
@@ -59,6 +68,7 @@ class FragDescentScorer : public Scorer {
   void Relearn();
 
   std::string name_;
+  FragMeasure measure_;
   FragModel model_;
   ScoreFn fn_;
   bool learn_online_;

@@ -1,14 +1,79 @@
-// Tessera's policy: exact fragmentation descent against the workload mix learned online.
+// Tessera's policy: fragmentation descent with CPU-stranding look-ahead, against the workload
+// mix learned online.
+//
+// For a node with free CPU c and idle GPU R (milli), and the learned workload ratio kappa
+// (milli-CPU requested per milli-GPU requested, over every workload seen so far), the GPU that
+// CPU exhaustion will strand is S = max(0, R - c / kappa). The policy minimises
+//   Delta F + lambda * Delta S
+// where F is the FGD fragmentation measure against the shapes learned online (docs/POLICIES.md)
+// and scores it like FGD: floor(100 * sigmoid(-x / T)), so candidates within about T/25
+// milli-GPU of each other tie and the engine's seeded node order spreads them.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
 #include "policies/builtin.h"
 #include "policies/frag_descent.h"
 
 namespace tessera {
+namespace {
 
-std::unique_ptr<Scorer> MakeTesseraScorer() {
-  return std::make_unique<FragDescentScorer>(
-      "tessera", TargetWorkload{},
-      [](double delta, const NodeFree&, const Demand&, int) { return -delta; },
-      /*learn_online=*/true);
+struct Learned {
+  double kappa = 14.0;  // milli-CPU per milli-GPU; replaced once workloads were seen
+};
+
+class TesseraScorer final : public FragDescentScorer {
+ public:
+  TesseraScorer(const TesseraConfig& cfg, std::shared_ptr<Learned> learned, ScoreFn fn)
+      : FragDescentScorer("tessera", TargetWorkload{}, std::move(fn), /*learn_online=*/true),
+        cfg_(cfg),
+        learned_(std::move(learned)) {}
+
+ protected:
+  TargetWorkload Learn(const std::vector<Demand>& seen) override {
+    return TargetWorkload::FromDemands(seen, cfg_.coverage_pct);
+  }
+  void OnRelearn(const std::vector<Demand>& seen) override {
+    double cpu = 0, gpu = 0;
+    for (const Demand& d : seen) {
+      cpu += static_cast<double>(d.cpu.v);
+      gpu += static_cast<double>(d.TotalMilliGpu());
+    }
+    if (gpu > 0 && cpu > 0) learned_->kappa = cpu / gpu;
+  }
+
+ private:
+  TesseraConfig cfg_;
+  std::shared_ptr<Learned> learned_;
+};
+
+double Stranded(double cpu, double idle, double kappa) {
+  return std::max(0.0, idle - cpu / kappa);
+}
+
+}  // namespace
+
+Status TesseraConfig::Validate() const {
+  if (!(stranding_weight >= 0 && stranding_weight <= 100))
+    return InvalidArgument("tessera: stranding_weight must be in [0, 100]");
+  if (!(score_temperature > 0 && score_temperature <= 1e6))
+    return InvalidArgument("tessera: score_temperature must be in (0, 1e6]");
+  if (!(coverage_pct > 0 && coverage_pct <= 100))
+    return InvalidArgument("tessera: coverage_pct must be in (0, 100]");
+  return Status::Ok();
+}
+
+std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
+  auto learned = std::make_shared<Learned>();
+  auto fn = [cfg, learned](double delta, const NodeFree& f, const Demand& d, int) {
+    const double k = learned->kappa;
+    const double before = Stranded(static_cast<double>(f.cpu), f.gpu_total, k);
+    const double after = Stranded(static_cast<double>(f.cpu - d.cpu.v),
+                                  static_cast<double>(f.gpu_total - d.TotalMilliGpu()), k);
+    const double x = delta + cfg.stranding_weight * (after - before);
+    return FgdIntegerScore(x * 1000.0 / cfg.score_temperature);
+  };
+  return std::make_unique<TesseraScorer>(cfg, learned, std::move(fn));
 }
 
 }  // namespace tessera
