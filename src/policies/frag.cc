@@ -11,23 +11,17 @@ bool Accessible(const TaskShape& s, GpuModelId model) {
 
 }  // namespace
 
-FragModel::FragModel(TargetWorkload target, FragMeasure measure)
-    : target_(std::move(target)), measure_(measure) {
+FragModel::FragModel(TargetWorkload target) : target_(std::move(target)) {
   const size_t m = target_.shapes.size();
   usable_.resize(m);
   less_.resize(m);
   access_.resize(m);
 }
 
-double FragModel::ShapeFrag(size_t i, int64_t cpu, int64_t idle, int usable, int64_t less) const {
-  const TaskShape& s = target_.shapes[i];
-  if (measure_ == FragMeasure::kFgd) {
-    const bool fits = usable >= s.num_gpu && cpu >= s.cpu;
-    return static_cast<double>(fits ? less : idle);
-  }
-  int64_t tasks = usable / s.num_gpu;
-  if (s.cpu > 0) tasks = std::min<int64_t>(tasks, std::max<int64_t>(cpu, 0) / s.cpu);
-  return static_cast<double>(idle - tasks * s.num_gpu * s.gpu_milli);
+static double ShapeFrag(const TaskShape& s, int64_t cpu, int64_t idle, int usable,
+                        int64_t less) {
+  const bool fits = usable >= s.num_gpu && cpu >= s.cpu;
+  return static_cast<double>(fits ? less : idle);
 }
 
 double FragModel::Frag(const NodeFree& f) const {
@@ -42,15 +36,13 @@ double FragModel::Frag(const NodeFree& f) const {
     int usable = 0;
     int64_t less = 0;
     for (int g = 0; g < f.gpu_count; ++g) {
-      if (measure_ == FragMeasure::kCapacity) {
-        usable += f.gpu[g] / s.gpu_milli;
-      } else if (f.gpu[g] >= s.gpu_milli) {
+      if (f.gpu[g] >= s.gpu_milli) {
         ++usable;
       } else {
         less += f.gpu[g];
       }
     }
-    frag += s.popularity * ShapeFrag(i, f.cpu, idle, usable, less);
+    frag += s.popularity * ShapeFrag(s, f.cpu, idle, usable, less);
   }
   return frag;
 }
@@ -66,9 +58,7 @@ void FragModel::Load(const NodeFree& f) {
     int64_t less = 0;
     if (access_[i]) {
       for (int g = 0; g < f.gpu_count; ++g) {
-        if (measure_ == FragMeasure::kCapacity) {
-          usable += f.gpu[g] / s.gpu_milli;
-        } else if (f.gpu[g] >= s.gpu_milli) {
+        if (f.gpu[g] >= s.gpu_milli) {
           ++usable;
         } else {
           less += f.gpu[g];
@@ -78,7 +68,7 @@ void FragModel::Load(const NodeFree& f) {
     usable_[i] = usable;
     less_[i] = less;
     frag += s.popularity *
-            (access_[i] ? ShapeFrag(i, cpu_, idle_, usable, less) : static_cast<double>(idle_));
+            (access_[i] ? ShapeFrag(s, cpu_, idle_, usable, less) : static_cast<double>(idle_));
   }
   loaded_frag_ = frag;
 }
@@ -95,21 +85,17 @@ double FragModel::After(int64_t cpu, int old_r, int new_r, int count) const {
     }
     int usable = usable_[i];
     int64_t less = less_[i];
-    if (measure_ == FragMeasure::kCapacity) {
-      usable += count * (new_r / s.gpu_milli - old_r / s.gpu_milli);
+    if (old_r >= s.gpu_milli) {
+      usable -= count;
     } else {
-      if (old_r >= s.gpu_milli) {
-        usable -= count;
-      } else {
-        less -= static_cast<int64_t>(old_r) * count;
-      }
-      if (new_r >= s.gpu_milli) {
-        usable += count;
-      } else {
-        less += static_cast<int64_t>(new_r) * count;
-      }
+      less -= static_cast<int64_t>(old_r) * count;
     }
-    frag += s.popularity * ShapeFrag(i, c, idle, usable, less);
+    if (new_r >= s.gpu_milli) {
+      usable += count;
+    } else {
+      less += static_cast<int64_t>(new_r) * count;
+    }
+    frag += s.popularity * ShapeFrag(s, c, idle, usable, less);
   }
   return frag;
 }

@@ -16,18 +16,9 @@
 
 namespace tessera {
 
-enum class FragMeasure {
-  // FGD: a shape that still fits leaves only the GPUs too small for it as fragment.
-  kFgd,
-  // Packing capacity: for shape m, the fragment is the idle GPU that repeated tasks of m
-  // could not use: R - min(floor(units_m / k_m), floor(c / cpu_m)) * k_m * d_m, where
-  // units_m = sum_g floor(r_g / d_m). Sees CPU running out before it does.
-  kCapacity,
-};
-
 class FragModel {
  public:
-  explicit FragModel(TargetWorkload target, FragMeasure measure = FragMeasure::kFgd);
+  explicit FragModel(TargetWorkload target);
 
   const TargetWorkload& target() const { return target_; }
   bool empty() const { return target_.shapes.empty(); }
@@ -43,15 +34,12 @@ class FragModel {
   double After(int64_t cpu, int old_r, int new_r, int count) const;
 
  private:
-  double ShapeFrag(size_t i, int64_t cpu, int64_t idle, int usable, int64_t less) const;
-
   TargetWorkload target_;
-  FragMeasure measure_;
   // Loaded node.
   int64_t cpu_ = 0;
   int64_t idle_ = 0;
   double loaded_frag_ = 0;
-  std::vector<int> usable_;    // per shape: GPUs with r >= d_m (kCapacity: sum floor(r/d_m))
+  std::vector<int> usable_;    // per shape: GPUs with r >= d_m
   std::vector<int64_t> less_;  // per shape: sum of r_g < d_m
   std::vector<uint8_t> access_;  // per shape: model allowed and shape needs a GPU
 };

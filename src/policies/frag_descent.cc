@@ -11,9 +11,8 @@ double FgdIntegerScore(double delta) {
 }
 
 FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn,
-                                     bool learn_online, FragMeasure measure)
-    : name_(std::move(name)), measure_(measure), model_(std::move(target), measure),
-      fn_(std::move(fn)),
+                                     bool learn_online)
+    : name_(std::move(name)), model_(std::move(target)), fn_(std::move(fn)),
       learn_online_(learn_online) {}
 
 void FragDescentScorer::Observe(const Demand& d) {
@@ -27,7 +26,7 @@ void FragDescentScorer::Observe(const Demand& d) {
 }
 
 void FragDescentScorer::Relearn() {
-  model_ = FragModel(Learn(seen_), measure_);
+  model_ = FragModel(Learn(seen_));
   OnRelearn(seen_);
   ++gen_;
 }

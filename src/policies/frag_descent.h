@@ -22,8 +22,7 @@ class FragDescentScorer : public Scorer {
   // Among candidates of one node the first with the highest score is kept.
   using ScoreFn = std::function<double(double delta, const NodeFree& f, const Demand& d, int gpu)>;
 
-  FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online,
-                    FragMeasure measure = FragMeasure::kFgd);
+  FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online);
 
   std::string_view name() const override { return name_; }
   void Observe(const Demand& d) override;
@@ -68,7 +67,6 @@ class FragDescentScorer : public Scorer {
   void Relearn();
 
   std::string name_;
-  FragMeasure measure_;
   FragModel model_;
   ScoreFn fn_;
   bool learn_online_;
