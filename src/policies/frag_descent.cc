@@ -20,8 +20,9 @@ void FragDescentScorer::Observe(const Demand& d) {
   seen_.push_back(d);
   if (seen_.size() >= next_relearn_) {
     Relearn();
-    // Re-learn often while the estimate is young, then every 256 arrivals.
-    next_relearn_ = seen_.size() < 256 ? seen_.size() * 2 : seen_.size() + 256;
+    // Re-learn at doubling counts while the estimate is young, then every kRelearnEvery.
+    next_relearn_ =
+        seen_.size() < kRelearnEvery ? seen_.size() * 2 : seen_.size() + kRelearnEvery;
   }
 }
 

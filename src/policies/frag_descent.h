@@ -76,6 +76,7 @@ class FragDescentScorer : public Scorer {
   size_t next_relearn_ = 1;
   // Cache: per interned shape, per node.
   static constexpr size_t kMaxCachedShapes = 64;
+  static constexpr size_t kRelearnEvery = 1024;
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_ids_;
   std::vector<std::vector<Entry>> cache_;
   std::vector<Entry>* current_ = nullptr;
