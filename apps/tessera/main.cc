@@ -12,7 +12,6 @@
 
 namespace {
 
-
 using namespace tessera;
 
 Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {

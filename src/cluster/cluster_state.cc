@@ -11,9 +11,8 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   if (spec.memory.v <= 0)
     return InvalidArgument("node '" + spec.name + "': memory must be positive");
   if (spec.gpu_count < 0 || spec.gpu_count > kMaxGpusPerNode)
-    return InvalidArgument("node '" + spec.name + "': GPU count " +
-                           std::to_string(spec.gpu_count) + " outside 0.." +
-                           std::to_string(kMaxGpusPerNode));
+    return InvalidArgument("node '" + spec.name + "': GPU count " + std::to_string(spec.gpu_count) +
+                           " outside 0.." + std::to_string(kMaxGpusPerNode));
   if ((spec.gpu_count > 0) != (spec.model != kNoGpuModel))
     return InvalidArgument("node '" + spec.name + "': GPU count and GPU model must go together");
   NodeFree f;
@@ -105,7 +104,8 @@ Status ClusterState::CheckInvariants() const {
     f.cpu -= e.demand.cpu.v;
     f.memory -= e.demand.memory.v;
     for (int g = 0; g < kMaxGpusPerNode; ++g) {
-      if ((e.placement.gpus >> g) & 1) f.gpu[g] = static_cast<int16_t>(f.gpu[g] - e.demand.gpu_milli);
+      if ((e.placement.gpus >> g) & 1)
+        f.gpu[g] = static_cast<int16_t>(f.gpu[g] - e.demand.gpu_milli);
     }
     if (e.demand.num_gpu > 0) ++f.shape_pods[ShapeClass(e.demand)];
     allocated += e.demand.TotalMilliGpu();

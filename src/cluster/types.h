@@ -32,8 +32,8 @@ struct Demand {
   MilliCpu cpu;
   MiB memory;
   int num_gpu = 0;
-  int gpu_milli = 0;       // per GPU
-  ModelMask models = 0;    // allowed GPU models; 0 = any
+  int gpu_milli = 0;     // per GPU
+  ModelMask models = 0;  // allowed GPU models; 0 = any
 
   bool IsCpuOnly() const { return num_gpu == 0; }
   bool IsShare() const { return num_gpu == 1 && gpu_milli < 1000; }

@@ -8,7 +8,9 @@ uint64_t SplitMix(uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t Rotl(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 }  // namespace
 
 Rng::Rng(uint64_t seed) {
@@ -40,6 +42,8 @@ uint64_t Rng::Uniform(uint64_t n) {
   return static_cast<uint64_t>(m >> 64);
 }
 
-double Rng::UniformDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+double Rng::UniformDouble() {
+  return static_cast<double>(Next() >> 11) * 0x1.0p-53;
+}
 
 }  // namespace tessera

@@ -67,7 +67,8 @@ class Engine {
   // Decides the workloads in order, allocating each placed one before deciding the next.
   // Returns the plan (placed and unplaced decisions). Fails only if an allocation the engine
   // chose is refused by the ledger, in which case everything is rolled back.
-  Result<Plan> RunCycle(ClusterState& state, const std::vector<std::pair<WorkloadId, Demand>>& batch);
+  Result<Plan> RunCycle(ClusterState& state,
+                        const std::vector<std::pair<WorkloadId, Demand>>& batch);
 
  private:
   void EnsureOrder(size_t num_nodes);

@@ -23,6 +23,8 @@ class BestFitScorer final : public Scorer {
 
 }  // namespace
 
-std::unique_ptr<Scorer> MakeBestFitScorer() { return std::make_unique<BestFitScorer>(); }
+std::unique_ptr<Scorer> MakeBestFitScorer() {
+  return std::make_unique<BestFitScorer>();
+}
 
 }  // namespace tessera

@@ -3,7 +3,9 @@
 namespace tessera {
 namespace {
 
-Result<std::unique_ptr<Scorer>> Wrap(std::unique_ptr<Scorer> s) { return Result<std::unique_ptr<Scorer>>(std::move(s)); }
+Result<std::unique_ptr<Scorer>> Wrap(std::unique_ptr<Scorer> s) {
+  return Result<std::unique_ptr<Scorer>>(std::move(s));
+}
 
 PolicyRegistry* Build() {
   auto* r = new PolicyRegistry();

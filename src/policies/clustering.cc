@@ -32,6 +32,8 @@ class ClusteringScorer final : public Scorer {
 
 }  // namespace
 
-std::unique_ptr<Scorer> MakeClusteringScorer() { return std::make_unique<ClusteringScorer>(); }
+std::unique_ptr<Scorer> MakeClusteringScorer() {
+  return std::make_unique<ClusteringScorer>();
+}
 
 }  // namespace tessera

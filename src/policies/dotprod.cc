@@ -22,6 +22,8 @@ class DotProdScorer final : public Scorer {
 
 }  // namespace
 
-std::unique_ptr<Scorer> MakeDotProdScorer() { return std::make_unique<DotProdScorer>(); }
+std::unique_ptr<Scorer> MakeDotProdScorer() {
+  return std::make_unique<DotProdScorer>();
+}
 
 }  // namespace tessera

@@ -18,8 +18,7 @@ FragModel::FragModel(TargetWorkload target) : target_(std::move(target)) {
   access_.resize(m);
 }
 
-static double ShapeFrag(const TaskShape& s, int64_t cpu, int64_t idle, int usable,
-                        int64_t less) {
+static double ShapeFrag(const TaskShape& s, int64_t cpu, int64_t idle, int usable, int64_t less) {
   const bool fits = usable >= s.num_gpu && cpu >= s.cpu;
   return static_cast<double>(fits ? less : idle);
 }

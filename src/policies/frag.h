@@ -39,8 +39,8 @@ class FragModel {
   int64_t cpu_ = 0;
   int64_t idle_ = 0;
   double loaded_frag_ = 0;
-  std::vector<int> usable_;    // per shape: GPUs with r >= d_m
-  std::vector<int64_t> less_;  // per shape: sum of r_g < d_m
+  std::vector<int> usable_;      // per shape: GPUs with r >= d_m
+  std::vector<int64_t> less_;    // per shape: sum of r_g < d_m
   std::vector<uint8_t> access_;  // per shape: model allowed and shape needs a GPU
 };
 

@@ -12,7 +12,9 @@ double FgdIntegerScore(double delta) {
 
 FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn,
                                      bool learn_online)
-    : name_(std::move(name)), model_(std::move(target)), fn_(std::move(fn)),
+    : name_(std::move(name)),
+      model_(std::move(target)),
+      fn_(std::move(fn)),
       learn_online_(learn_online) {}
 
 void FragDescentScorer::Observe(const Demand& d) {
@@ -21,8 +23,7 @@ void FragDescentScorer::Observe(const Demand& d) {
   if (seen_.size() >= next_relearn_) {
     Relearn();
     // Re-learn at doubling counts while the estimate is young, then every kRelearnEvery.
-    next_relearn_ =
-        seen_.size() < kRelearnEvery ? seen_.size() * 2 : seen_.size() + kRelearnEvery;
+    next_relearn_ = seen_.size() < kRelearnEvery ? seen_.size() * 2 : seen_.size() + kRelearnEvery;
   }
 }
 

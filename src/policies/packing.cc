@@ -43,6 +43,8 @@ class PackingScorer final : public Scorer {
 
 }  // namespace
 
-std::unique_ptr<Scorer> MakePackingScorer() { return std::make_unique<PackingScorer>(); }
+std::unique_ptr<Scorer> MakePackingScorer() {
+  return std::make_unique<PackingScorer>();
+}
 
 }  // namespace tessera

@@ -25,6 +25,8 @@ class RandomScorer final : public Scorer {
 
 }  // namespace
 
-std::unique_ptr<Scorer> MakeRandomScorer() { return std::make_unique<RandomScorer>(); }
+std::unique_ptr<Scorer> MakeRandomScorer() {
+  return std::make_unique<RandomScorer>();
+}
 
 }  // namespace tessera

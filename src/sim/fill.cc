@@ -133,8 +133,7 @@ Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Wo
   }
   run.unalloc_pct_at_100 = run.unalloc_pct[100];
   run.frag_ratio_at_90 = run.frag_ratio_pct[90];
-  run.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return run;
 }
 
@@ -159,7 +158,8 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
                                                const std::vector<uint64_t>& seeds,
                                                double tune_ratio, unsigned threads) {
   for (const auto& p : policies) {
-    auto probe = BuiltinPolicies().Create(PolicyConfig{p, TargetWorkload{{TaskShape{0, 0, 0, 0, 1}}}});
+    auto probe =
+        BuiltinPolicies().Create(PolicyConfig{p, TargetWorkload{{TaskShape{0, 0, 0, 0, 1}}}});
     if (!probe.ok()) return probe.status();
   }
   const size_t jobs = policies.size() * seeds.size();

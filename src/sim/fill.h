@@ -32,7 +32,7 @@ struct FillOptions {
 struct FillRun {
   std::string policy;
   uint64_t seed = 0;
-  int64_t pods = 0;    // after inflation
+  int64_t pods = 0;  // after inflation
   int64_t placed = 0;
   double unalloc_pct_at_100 = 0;
   double unalloc_pct_at_130 = 0;  // at the end of the run

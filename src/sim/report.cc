@@ -59,8 +59,11 @@ std::string FillJson(const std::vector<FillSummary>& results, const std::string&
   for (const auto& s : results) {
     nlohmann::json p;
     auto stats = [](const Stats& st) {
-      return nlohmann::json{{"mean", st.mean},     {"median", st.median}, {"std", st.stddev},
-                            {"min", st.min},       {"max", st.max}};
+      return nlohmann::json{{"mean", st.mean},
+                            {"median", st.median},
+                            {"std", st.stddev},
+                            {"min", st.min},
+                            {"max", st.max}};
     };
     p["unalloc_pct_at_100"] = s.unalloc_at_100.mean;
     p["unalloc_pct_at_130"] = s.unalloc_at_130.mean;
@@ -117,10 +120,11 @@ std::string FillPlotSvg(const std::vector<FillSummary>& results, const std::stri
   static const char* colors[] = {"#7f7f7f", "#bcbd22", "#17becf", "#9467bd",
                                  "#ff7f0e", "#1f77b4", "#d62728", "#2ca02c"};
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(W) +
-                    "\" height=\"" + std::to_string(H) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+                    "\" height=\"" + std::to_string(H) +
+                    "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + std::to_string(W / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" +
-         title + "</text>\n";
+  svg += "<text x=\"" + std::to_string(W / 2) +
+         "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" + title + "</text>\n";
   for (int a = x0; a <= x1; a += 5) {
     svg += "<line x1=\"" + Fmt("%.1f", X(a)) + "\" y1=\"" + std::to_string(T) + "\" x2=\"" +
            Fmt("%.1f", X(a)) + "\" y2=\"" + std::to_string(H - B) + "\" stroke=\"#eee\"/>\n";
@@ -141,11 +145,16 @@ std::string FillPlotSvg(const std::vector<FillSummary>& results, const std::stri
     const auto& s = results[i];
     const char* c = colors[i % 8];
     std::string band, line;
-    for (int b = x0; b <= x1; ++b) band += Fmt("%.1f,", X(b)) + Fmt("%.1f ", Y(Quantile(Bucket(s, b), 0.75)));
-    for (int b = x1; b >= x0; --b) band += Fmt("%.1f,", X(b)) + Fmt("%.1f ", Y(Quantile(Bucket(s, b), 0.25)));
-    for (int b = x0; b <= x1; ++b) line += Fmt("%.1f,", X(b)) + Fmt("%.1f ", Y(Quantile(Bucket(s, b), 0.5)));
-    svg += "<polygon points=\"" + band + "\" fill=\"" + c + "\" fill-opacity=\"0.2\" stroke=\"none\"/>\n";
-    svg += "<polyline points=\"" + line + "\" fill=\"none\" stroke=\"" + c + "\" stroke-width=\"2\"/>\n";
+    for (int b = x0; b <= x1; ++b)
+      band += Fmt("%.1f,", X(b)) + Fmt("%.1f ", Y(Quantile(Bucket(s, b), 0.75)));
+    for (int b = x1; b >= x0; --b)
+      band += Fmt("%.1f,", X(b)) + Fmt("%.1f ", Y(Quantile(Bucket(s, b), 0.25)));
+    for (int b = x0; b <= x1; ++b)
+      line += Fmt("%.1f,", X(b)) + Fmt("%.1f ", Y(Quantile(Bucket(s, b), 0.5)));
+    svg += "<polygon points=\"" + band + "\" fill=\"" + c +
+           "\" fill-opacity=\"0.2\" stroke=\"none\"/>\n";
+    svg += "<polyline points=\"" + line + "\" fill=\"none\" stroke=\"" + c +
+           "\" stroke-width=\"2\"/>\n";
     const double ly = T + 10 + 18.0 * static_cast<double>(i);
     svg += "<line x1=\"" + std::to_string(W - R + 12) + "\" y1=\"" + Fmt("%.1f", ly) + "\" x2=\"" +
            std::to_string(W - R + 32) + "\" y2=\"" + Fmt("%.1f", ly) + "\" stroke=\"" + c +

@@ -27,8 +27,8 @@ class Columns {
       if (!c.index_.count(r)) missing += (missing.empty() ? "" : ", ") + r;
     }
     if (!missing.empty())
-      return InvalidArgument(Where(source, header.line, 1) + ": missing required column(s): " +
-                             missing);
+      return InvalidArgument(Where(source, header.line, 1) +
+                             ": missing required column(s): " + missing);
     (void)optional;
     c.width_ = header.fields.size();
     return c;
@@ -103,12 +103,11 @@ Result<std::vector<NodeSpec>> ParseNodesCsv(std::string_view content, const std:
   auto rows = ParseCsv(content, source);
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return InvalidArgument(source + ": empty file, expected a header row");
-  auto cols = Columns::FromHeader((*rows)[0], source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"},
-                                  {});
+  auto cols = Columns::FromHeader((*rows)[0], source,
+                                  {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, {});
   if (!cols.ok()) return cols.status();
-  const int c_sn = cols->Get("sn"), c_cpu = cols->Get("cpu_milli"),
-            c_mem = cols->Get("memory_mib"), c_gpu = cols->Get("gpu"),
-            c_model = cols->Get("model");
+  const int c_sn = cols->Get("sn"), c_cpu = cols->Get("cpu_milli"), c_mem = cols->Get("memory_mib"),
+            c_gpu = cols->Get("gpu"), c_model = cols->Get("model");
   std::vector<NodeSpec> out;
   std::set<std::string> names;
   const GpuCatalog& cat = GpuCatalog::Builtin();
@@ -183,10 +182,11 @@ Result<std::vector<Workload>> ParsePodsCsv(std::string_view content, const std::
                         "num_gpu " + std::to_string(*num) + " with gpu_milli " +
                             std::to_string(*milli) + ": both must be zero or both positive");
     if (*num > 1 && *milli != 1000)
-      return FieldError(source, f[c_milli], "gpu_milli",
-                        "a multi-GPU pod must ask for whole GPUs (1000), got " +
-                            std::to_string(*milli));
-    w.demand = Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
+      return FieldError(
+          source, f[c_milli], "gpu_milli",
+          "a multi-GPU pod must ask for whole GPUs (1000), got " + std::to_string(*milli));
+    w.demand =
+        Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
     if (c_spec >= 0 && !f[c_spec].text.empty()) {
       auto mask = ParseModelList(f[c_spec].text);
       if (!mask.ok()) return FieldError(source, f[c_spec], "gpu_spec", mask.status().message());
@@ -203,9 +203,9 @@ Result<std::vector<Workload>> ParsePodsCsv(std::string_view content, const std::
       auto t = ParseInt(source, f[c_delete], "deletion_time", 0, INT64_MAX / 4);
       if (!t.ok()) return t.status();
       if (*t < w.creation)
-        return FieldError(source, f[c_delete], "deletion_time",
-                          "deletion " + std::to_string(*t) + " before creation " +
-                              std::to_string(w.creation));
+        return FieldError(
+            source, f[c_delete], "deletion_time",
+            "deletion " + std::to_string(*t) + " before creation " + std::to_string(w.creation));
       w.deletion = *t;
     }
     out.push_back(std::move(w));
