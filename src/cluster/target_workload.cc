@@ -1,38 +1,35 @@
 #include "cluster/target_workload.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 namespace tessera {
 
 TargetWorkload TargetWorkload::FromDemands(std::span<const Demand> demands, double coverage_pct) {
-  return FromWeightedDemands(demands, coverage_pct, [](const Demand&) { return 1.0; });
+  ShapeTally tally;
+  for (const Demand& d : demands) tally.Add(d);
+  return tally.Build(coverage_pct);
 }
 
-TargetWorkload TargetWorkload::FromWeightedDemands(std::span<const Demand> demands,
-                                                   double coverage_pct,
-                                                   double (*weight)(const Demand&)) {
+void ShapeTally::Add(const Demand& d) {
+  ++counts_[{d.cpu.v, d.gpu_milli, d.num_gpu, d.models}];
+  ++tasks_;
+  cpu_ += static_cast<double>(d.cpu.v);
+  gpu_ += static_cast<double>(d.TotalMilliGpu());
+}
+
+TargetWorkload ShapeTally::Build(double coverage_pct) const {
   using Key = std::tuple<int64_t, int, int, ModelMask>;
-  std::map<Key, double> counts;
-  double total = 0;
-  for (const Demand& d : demands) {
-    const double w = weight(d);
-    counts[{d.cpu.v, d.gpu_milli, d.num_gpu, d.models}] += w;
-    total += w;
-  }
-  std::vector<std::pair<Key, double>> sorted(counts.begin(), counts.end());
-  // Most frequent first; equal counts in key order so the result is deterministic.
+  std::vector<std::pair<Key, int64_t>> sorted(counts_.begin(), counts_.end());
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  const double needed = coverage_pct / 100.0 * total;
+  const double needed = coverage_pct / 100.0 * static_cast<double>(tasks_);
   TargetWorkload out;
   double covered = 0;
   for (const auto& [key, n] : sorted) {
     if (covered >= needed && !out.shapes.empty()) break;
     const auto& [cpu, milli, num, models] = key;
-    out.shapes.push_back({cpu, milli, num, models, n});
-    covered += n;
+    out.shapes.push_back({cpu, milli, num, models, static_cast<double>(n)});
+    covered += static_cast<double>(n);
   }
   if (covered <= 0) return TargetWorkload{};
   for (auto& s : out.shapes) s.popularity /= covered;

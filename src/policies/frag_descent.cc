@@ -1,5 +1,6 @@
 #include "policies/frag_descent.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/gpu_select.h"
@@ -19,18 +20,21 @@ FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, Sc
 
 void FragDescentScorer::Observe(const Demand& d) {
   if (!learn_online_) return;
-  seen_.push_back(d);
-  if (seen_.size() >= next_relearn_) {
+  seen_.Add(d);
+  if (seen_.tasks() >= next_relearn_) {
     Relearn();
     // Re-learn at doubling counts while the estimate is young, then every kRelearnEvery.
-    next_relearn_ = seen_.size() < kRelearnEvery ? seen_.size() * 2 : seen_.size() + kRelearnEvery;
+    next_relearn_ =
+        seen_.tasks() < kRelearnEvery ? seen_.tasks() * 2 : seen_.tasks() + kRelearnEvery;
   }
 }
 
 void FragDescentScorer::Relearn() {
   model_ = FragModel(Learn(seen_));
-  OnRelearn(seen_);
-  ++gen_;
+  if (++gen_ == 0) {
+    for (auto& c : cache_) std::fill(c.begin(), c.end(), Entry{});
+    gen_ = 1;
+  }
 }
 
 void FragDescentScorer::PreScore(const ClusterState& state, const Demand& d,
@@ -55,7 +59,7 @@ NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const D
   Entry& e = (*current_)[n];
   if (e.stamp != f.stamp || e.gen != gen_) {
     const NodeScore s = Evaluate(f, d);
-    e = {f.stamp, gen_, s.score, s.gpus};
+    e = {f.stamp, static_cast<float>(s.score), static_cast<uint16_t>(s.gpus), gen_};
   }
   return {e.score, e.gpus};
 }

@@ -33,20 +33,19 @@ class FragDescentScorer : public Scorer {
   const FragModel& model() const { return model_; }
 
  protected:
-  // Called after the target workload was re-learned from the demands seen so far.
-  virtual void OnRelearn(const std::vector<Demand>& /*seen*/) {}
-  // Learns the target workload from the demands seen so far (default: FromDemands).
-  virtual TargetWorkload Learn(const std::vector<Demand>& seen) {
-    return TargetWorkload::FromDemands(seen);
-  }
+  // Learns the target workload from the shapes seen so far; called at 1, 2, 4, ... arrivals
+  // and then every kRelearnEvery arrivals. Default: the shapes covering 95% of tasks.
+  virtual TargetWorkload Learn(const ShapeTally& seen) { return seen.Build(95.0); }
 
  private:
+  // 16 bytes. Scores are stored as float: score functions return small integers (exact).
   struct Entry {
     uint64_t stamp = 0;
-    uint64_t gen = 0;
-    double score = 0;
-    GpuMask gpus = 0;
+    float score = 0;
+    uint16_t gpus = 0;
+    uint16_t gen = 0;
   };
+  static_assert(kMaxGpusPerNode <= 16, "Entry::gpus holds a 16-GPU mask");
   struct ShapeKey {
     int64_t cpu;
     int num_gpu;
@@ -70,13 +69,13 @@ class FragDescentScorer : public Scorer {
   FragModel model_;
   ScoreFn fn_;
   bool learn_online_;
-  uint64_t gen_ = 1;  // bumps when the target workload changes
+  uint16_t gen_ = 1;  // bumps when the target workload changes; caches reset on wrap
   // Online learning state.
-  std::vector<Demand> seen_;
-  size_t next_relearn_ = 1;
+  ShapeTally seen_;
+  int64_t next_relearn_ = 1;
   // Cache: per interned shape, per node.
   static constexpr size_t kMaxCachedShapes = 64;
-  static constexpr size_t kRelearnEvery = 1024;
+  static constexpr int64_t kRelearnEvery = 1024;
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_ids_;
   std::vector<std::vector<Entry>> cache_;
   std::vector<Entry>* current_ = nullptr;

@@ -30,16 +30,11 @@ class TesseraScorer final : public FragDescentScorer {
         learned_(std::move(learned)) {}
 
  protected:
-  TargetWorkload Learn(const std::vector<Demand>& seen) override {
-    return TargetWorkload::FromDemands(seen, cfg_.coverage_pct);
-  }
-  void OnRelearn(const std::vector<Demand>& seen) override {
-    double cpu = 0, gpu = 0;
-    for (const Demand& d : seen) {
-      cpu += static_cast<double>(d.cpu.v);
-      gpu += static_cast<double>(d.TotalMilliGpu());
+  TargetWorkload Learn(const ShapeTally& seen) override {
+    if (seen.gpu_milli() > 0 && seen.cpu_milli() > 0) {
+      learned_->kappa = seen.cpu_milli() / seen.gpu_milli();
     }
-    if (gpu > 0 && cpu > 0) learned_->kappa = cpu / gpu;
+    return seen.Build(cfg_.coverage_pct);
   }
 
  private:

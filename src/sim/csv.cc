@@ -50,7 +50,8 @@ Result<std::vector<CsvRow>> ParseCsv(std::string_view s, const std::string& sour
         field.text += s[i++];
       }
       if (!closed) return InvalidArgument(Where(source, qline, qcol) + ": unterminated quote");
-      if (i < s.size() && s[i] != ',' && s[i] != '\n' && s[i] != '\r')
+      const bool crlf = i + 1 < s.size() && s[i] == '\r' && s[i + 1] == '\n';
+      if (i < s.size() && s[i] != ',' && s[i] != '\n' && !crlf)
         return InvalidArgument(Where(source, line, col) + ": unexpected character after quote");
       row_has_content = true;
       continue;
