@@ -1,8 +1,16 @@
 #include "cluster/cluster_state.h"
 
+#include <atomic>
 #include <bit>
 
 namespace tessera {
+namespace {
+std::atomic<uint64_t> g_next_stamp{0};
+}  // namespace
+
+void ClusterState::Touch(NodeIdx n) {
+  free_[n].stamp = g_next_stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   if (spec.name.empty()) return InvalidArgument("node name is empty");

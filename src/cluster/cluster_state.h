@@ -3,8 +3,9 @@
 // Contract: every node's free CPU, memory and per-GPU free share stay within [0, capacity]
 // at all times; Allocate checks the whole demand before changing anything and fails with a
 // reason otherwise (nothing is partially applied). Release restores exactly the state before
-// the matching Allocate. Each mutation gives the touched node a new stamp, unique over the
-// life of the ClusterState, so callers can cache per-node derived values by stamp.
+// the matching Allocate. Each mutation gives the touched node a new stamp, unique across all
+// ClusterState objects of the process (copies included), so callers can cache per-node derived
+// values by stamp.
 // Not thread-safe; callers serialise access (the engine reads it between mutations).
 #pragma once
 
@@ -83,7 +84,7 @@ class ClusterState {
     Demand demand;
     Placement placement;
   };
-  void Touch(NodeIdx n) { free_[n].stamp = ++next_stamp_; }
+  void Touch(NodeIdx n);
   static int ShapeClass(const Demand& d) { return d.IsShare() ? 0 : d.num_gpu; }
 
   std::vector<NodeSpec> specs_;
@@ -92,7 +93,6 @@ class ClusterState {
   std::unordered_map<WorkloadId, Entry> ledger_;
   int64_t gpu_capacity_milli_ = 0;
   int64_t gpu_allocated_milli_ = 0;
-  uint64_t next_stamp_ = 0;
 };
 
 }  // namespace tessera

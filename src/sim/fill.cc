@@ -21,6 +21,7 @@ std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return pods[a].name < pods[b].name; });
+  const std::vector<size_t> order_by_name = order;
   Rng rng(seed);
   rng.Shuffle(order);
   std::vector<Workload> seq;
@@ -34,7 +35,7 @@ std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
   const double target = tune_ratio * static_cast<double>(gpu_capacity_milli);
   if (static_cast<double>(total) < target) {
     for (int64_t k = 0;; ++k) {
-      const Workload& w = pods[rng.Uniform(pods.size())];
+      const Workload& w = pods[order_by_name[rng.Uniform(order_by_name.size())]];
       // As in the reference simulator, the overshoot test uses the per-GPU share.
       if (static_cast<double>(total + w.demand.gpu_milli) > target) break;
       Workload copy = w;

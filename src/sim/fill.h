@@ -1,6 +1,7 @@
 // The FGD paper's fill protocol (USENIX ATC'23; docs/BENCHMARK.md):
 //   pods sorted by name, shuffled with the seed; inflated to `tune_ratio` x cluster GPU
-//   capacity by drawing original pods uniformly with replacement (stopping at the first draw
+//   capacity by drawing original pods (in name order, so input order never matters) uniformly
+//   with replacement (stopping at the first draw
 //   whose per-GPU share would overshoot), or deflated by removing random pods; then every pod
 //   is scheduled once, in order, with no departures and no retries. After every pod the run
 //   records allocated vs arrived GPU and the fragmentation of the cluster against the target
