@@ -23,6 +23,9 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
                            " outside 0.." + std::to_string(kMaxGpusPerNode));
   if ((spec.gpu_count > 0) != (spec.model != kNoGpuModel))
     return InvalidArgument("node '" + spec.name + "': GPU count and GPU model must go together");
+  if (spec.model != kNoGpuModel && spec.model >= GpuCatalog::Builtin().size())
+    return InvalidArgument("node '" + spec.name + "': GPU model id " + std::to_string(spec.model) +
+                           " is not in the catalog");
   NodeFree f;
   f.cpu = spec.cpu.v;
   f.memory = spec.memory.v;

@@ -38,9 +38,7 @@ struct Demand {
   bool IsCpuOnly() const { return num_gpu == 0; }
   bool IsShare() const { return num_gpu == 1 && gpu_milli < 1000; }
   int64_t TotalMilliGpu() const { return static_cast<int64_t>(num_gpu) * gpu_milli; }
-  bool AllowsModel(GpuModelId m) const {
-    return models == 0 || (m != kNoGpuModel && ((models >> m) & 1));
-  }
+  bool AllowsModel(GpuModelId m) const { return models == 0 || (m < 64 && ((models >> m) & 1)); }
   bool operator==(const Demand&) const = default;
 };
 

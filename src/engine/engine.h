@@ -41,7 +41,7 @@ struct Decision {
   int64_t feasible_nodes = 0;
   RejectReasons reasons;  // meaningful when !placed
 
-  // One line, e.g. "placed on node-7 GPUs [3] (score 57.0, best of 412 feasible nodes)".
+  // One line, e.g. "placed on node-7 GPUs [3] (score 57.000, best of 412 feasible nodes)".
   std::string Explain(const ClusterState& state) const;
 };
 
