@@ -20,6 +20,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
@@ -45,51 +46,6 @@ struct GenerateArgs {
   int nodes = GeneratorConfig{}.num_nodes;
   uint64_t seed = kDefaultGeneratorSeed;
 };
-
-int Fail(const Status& st) {
-  std::fprintf(stderr, "tessera: %s\n", st.message().c_str());
-  return 1;
-}
-
-Result<std::vector<uint64_t>> ParseSeedList(const std::string& text) {
-  std::vector<uint64_t> out;
-  std::stringstream ss(text);
-  std::string part;
-  auto bad = [&] {
-    return InvalidArgument("bad seed list '" + text + "' (use e.g. 42-46 or 1,2,3)");
-  };
-  while (std::getline(ss, part, ',')) {
-    try {
-      size_t used = 0;
-      const size_t dash = part.find('-');
-      if (dash == std::string::npos) {
-        out.push_back(std::stoull(part, &used));
-        if (used != part.size()) return bad();
-        continue;
-      }
-      const std::string lo = part.substr(0, dash), hi = part.substr(dash + 1);
-      const uint64_t a = std::stoull(lo, &used);
-      if (used != lo.size()) return bad();
-      const uint64_t b = std::stoull(hi, &used);
-      if (used != hi.size() || b < a || b - a > 10000) return bad();
-      for (uint64_t s = a; s <= b; ++s) out.push_back(s);
-    } catch (const std::exception&) {
-      return bad();
-    }
-  }
-  if (out.empty()) return bad();
-  return out;
-}
-
-std::vector<std::string> SplitComma(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    if (!part.empty()) out.push_back(part);
-  }
-  return out;
-}
 
 std::string Printf(const char* fmt, auto... args) {
   const int n = std::snprintf(nullptr, 0, fmt, args...);

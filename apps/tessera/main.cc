@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
 #include "policies/builtin.h"
 #include "sim/fill.h"
@@ -14,44 +15,6 @@ namespace {
 
 using namespace tessera;
 
-Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
-  std::vector<uint64_t> out;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    try {
-      size_t dash = part.find('-');
-      if (dash == std::string::npos) {
-        out.push_back(std::stoull(part));
-      } else {
-        const uint64_t a = std::stoull(part.substr(0, dash));
-        const uint64_t b = std::stoull(part.substr(dash + 1));
-        if (b < a || b - a > 10000) return InvalidArgument("bad seed range '" + part + "'");
-        for (uint64_t s = a; s <= b; ++s) out.push_back(s);
-      }
-    } catch (const std::exception&) {
-      return InvalidArgument("bad seed list '" + text + "' (use e.g. 42-51 or 1,2,3)");
-    }
-  }
-  if (out.empty()) return InvalidArgument("no seeds given");
-  return out;
-}
-
-std::vector<std::string> SplitComma(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    if (!part.empty()) out.push_back(part);
-  }
-  return out;
-}
-
-int Fail(const Status& st) {
-  std::fprintf(stderr, "tessera: %s\n", st.message().c_str());
-  return 1;
-}
-
 struct FillArgs {
   std::string nodes, pods, policies = "tessera", seeds = "42-51", json, curve, plot;
   double tune = 1.3;
@@ -59,7 +22,7 @@ struct FillArgs {
 };
 
 int RunSimFill(const FillArgs& a) {
-  auto seeds = ParseSeeds(a.seeds);
+  auto seeds = ParseSeedList(a.seeds);
   if (!seeds.ok()) return Fail(seeds.status());
   auto nodes = ReadNodesCsv(a.nodes);
   if (!nodes.ok()) return Fail(nodes.status());
