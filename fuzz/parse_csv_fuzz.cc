@@ -17,16 +17,13 @@
 
 #include "sim/csv.h"
 
+#include "fuzz/fuzz_util.h"
+
 namespace {
 
 const std::string kSource = "fuzz.csv";
 
-[[noreturn]] void Fail(const char* what, std::string_view input) {
-  std::fprintf(stderr, "property violated: %s\ninput (%zu bytes):\n", what, input.size());
-  std::fwrite(input.data(), 1, input.size(), stderr);
-  std::fputc('\n', stderr);
-  std::abort();
-}
+using tessera::fuzz::Fail;
 
 struct RefRow {
   std::vector<tessera::CsvField> fields;

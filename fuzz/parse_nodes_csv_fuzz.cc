@@ -16,16 +16,13 @@
 #include "cluster/gpu_catalog.h"
 #include "sim/trace.h"
 
+#include "fuzz/fuzz_util.h"
+
 namespace {
 
 const std::string kSource = "fuzz_nodes.csv";
 
-[[noreturn]] void Fail(const char* what, std::string_view input) {
-  std::fprintf(stderr, "property violated: %s\ninput (%zu bytes):\n", what, input.size());
-  std::fwrite(input.data(), 1, input.size(), stderr);
-  std::fputc('\n', stderr);
-  std::abort();
-}
+using tessera::fuzz::Fail;
 
 }  // namespace
 
