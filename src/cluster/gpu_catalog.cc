@@ -23,6 +23,13 @@ const GpuCatalog& GpuCatalog::Builtin() {
         {"G1", 0, 1.0, false, "undisclosed model code of the Alibaba trace"},
         {"G2", 0, 1.0, false, "undisclosed model code of the Alibaba trace"},
         {"G3", 0, 1.0, false, "undisclosed model code of the Alibaba trace"},
+        {"H100-94GB", 95830, 15.2, true, "H100 NVL / SXM5 94 GB"},
+        {"H100-96GB", 98304, 15.2, true, "H100 on GH200 96 GB, H20"},
+        {"GH200-144GB", 147456, 15.2, true, "GH200 144 GB HBM3e"},
+        {"GB200", 190464, 34.0, true, ""},
+        {"B300", 275456, 50.0, true, ""},
+        {"GB300", 284672, 50.0, true, ""},
+        {"RTX-PRO-6000", 98304, 8.0, true, "RTX PRO 6000 Blackwell 96 GB"},
     };
     return c;
   }();

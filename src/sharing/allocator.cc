@@ -1,0 +1,87 @@
+#include "sharing/allocator.h"
+
+namespace tessera {
+namespace {
+
+bool WholeGpuDemand(const SliceDemand& d) {
+  return d.whole_gpus > 0 || d.compute_pct == 100 ||
+         (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
+}
+
+// Cost of a freshly planned instance, comparable with SliceChoice::cost.
+double PlannedCost(const SliceCluster& c, const MigReconfig& r, const SliceDemand& d) {
+  const GpuModelId model = c.spec(r.node).model;
+  const MigGeometry* geo = MigGeometryFor(model);
+  auto s = SizeSlice(d, model, SliceKind::kMig);
+  if (!geo || !s.ok()) return 1e9;
+  return static_cast<double>(geo->profiles[s->mig_profile].compute_slices) / geo->compute_slices +
+         (r.mig_before ? 0.0 : 0.05);
+}
+
+}  // namespace
+
+Status ValidateSharingConfig(const SharingConfig& c) {
+  if (c.planner.window < 0) return InvalidArgument("planner.window must not be negative");
+  if (!c.selector.allow_mig && c.reconfigure_mig)
+    return InvalidArgument("reconfigure_mig needs selector.allow_mig");
+  return Status::Ok();
+}
+
+SharingAllocator::SharingAllocator(SharingConfig config)
+    : config_(config), selector_(config.selector), planner_(config.planner) {}
+
+void SharingAllocator::Observe(const SliceDemand& d) {
+  planner_.Observe(d);
+}
+
+PlaceOutcome SharingAllocator::Place(SliceCluster& cluster, WorkloadId id, const SliceDemand& d) {
+  PlaceOutcome out;
+  Status valid = ValidateSliceDemand(d);
+  if (!valid.ok()) {
+    out.reason = valid.message();
+    return out;
+  }
+  SliceChoice choice = selector_.Select(cluster, d);
+  if (config_.reconfigure_mig) {
+    if (WholeGpuDemand(d)) {
+      if (!choice.placed) {
+        auto plan = planner_.PlanWholeGpus(cluster, d);
+        if (plan.ok()) out.reconfigs = std::move(*plan);
+      }
+    } else if (!choice.placed || choice.cost > 1.0 / 7.0) {
+      // A re-layout can only help when the best slice in place costs more than the smallest
+      // MIG instance; compare the planned instance with it.
+      auto plan = planner_.PlanFor(cluster, d);
+      if (plan.ok() && (!choice.placed || PlannedCost(cluster, *plan, d) + 0.02 < choice.cost))
+        out.reconfigs.push_back(std::move(*plan));
+    }
+    for (const auto& r : out.reconfigs) {
+      auto diff = cluster.SetMigLayout(r.node, r.gpu, r.mig_after, r.after);
+      if (!diff.ok()) {
+        out.reason = "internal: planned reconfiguration refused: " + diff.status().message();
+        return out;
+      }
+    }
+    if (!out.reconfigs.empty()) choice = selector_.Select(cluster, d);
+  }
+  if (!choice.placed) {
+    // Leave the cluster as it was: undo the re-layouts (their instances are all still free).
+    for (auto it = out.reconfigs.rbegin(); it != out.reconfigs.rend(); ++it)
+      (void)cluster.SetMigLayout(it->node, it->gpu, it->mig_before, it->before);
+    out.reconfigs.clear();
+    out.reason = choice.reason;
+    return out;
+  }
+  Status st = cluster.Allocate(id, d, choice.assignment);
+  if (!st.ok()) {
+    out.reason = "internal: chosen slice refused: " + st.message();
+    return out;
+  }
+  out.placed = true;
+  out.assignment = choice.assignment;
+  out.explanation = choice.explanation;
+  for (const auto& r : out.reconfigs) out.explanation += "; " + r.reason;
+  return out;
+}
+
+}  // namespace tessera

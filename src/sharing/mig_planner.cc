@@ -1,0 +1,182 @@
+#include "sharing/mig_planner.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "sharing/selector.h"
+
+namespace tessera {
+namespace {
+
+// Every legal layout per geometry, computed once (the tables are immutable).
+const std::vector<MigLayout>& LayoutsOf(const MigGeometry& geo) {
+  static const std::vector<std::vector<MigLayout>>* all = [] {
+    auto* v = new std::vector<std::vector<MigLayout>>();
+    for (const auto& g : AllMigGeometries()) v->push_back(EnumerateMigLayouts(g));
+    return v;
+  }();
+  const auto& geos = AllMigGeometries();
+  return (*all)[static_cast<size_t>(&geo - geos.data())];
+}
+
+bool Contains(const MigLayout& l, MigInstance in) {
+  return std::find(l.begin(), l.end(), in) != l.end();
+}
+
+bool HostFits(const SliceCluster& c, NodeIdx n, const SliceDemand& d) {
+  if (d.cpu.v > c.free_cpu(n) || d.host_memory.v > c.free_host_memory(n)) return false;
+  const GpuModelId m = c.spec(n).model;
+  return c.gpu_count(n) > 0 && (d.models == 0 || ((d.models >> m) & 1));
+}
+
+}  // namespace
+
+void MigPlanner::Observe(const SliceDemand& d) {
+  if (config_.window <= 0) return;
+  if (recent_.size() < static_cast<size_t>(config_.window)) {
+    recent_.push_back(d);
+  } else {
+    recent_[next_] = d;
+    next_ = (next_ + 1) % recent_.size();
+  }
+}
+
+std::map<int, double> MigPlanner::Mix(const MigGeometry& geo) const {
+  std::map<int, double> mix;
+  auto model = GpuCatalog::Builtin().Find(geo.model);
+  if (!model || recent_.empty()) return mix;
+  int counted = 0;
+  for (const auto& d : recent_) {
+    auto s = SizeSlice(d, *model, SliceKind::kMig);
+    if (!s.ok()) continue;
+    mix[s->mig_profile] += 1.0;
+    ++counted;
+  }
+  for (auto& [p, w] : mix) w /= counted;
+  return mix;
+}
+
+Result<MigReconfig> MigPlanner::PlanFor(const SliceCluster& cluster, const SliceDemand& d) const {
+  using Key = std::tuple<int, double, int, NodeIdx, int>;  // lower is better
+  bool found = false;
+  Key best_key{};
+  MigReconfig best;
+  int mig_nodes = 0, busy_gpus = 0;
+  std::map<const MigGeometry*, std::map<int, double>> mixes;
+  for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    if (!HostFits(cluster, n, d)) continue;
+    const GpuModelId model = cluster.spec(n).model;
+    const MigGeometry* geo = MigGeometryFor(model);
+    if (!geo) continue;
+    auto sized = SizeSlice(d, model, SliceKind::kMig);
+    if (!sized.ok()) continue;
+    ++mig_nodes;
+    const int need = sized->mig_profile;
+    auto mit = mixes.find(geo);
+    if (mit == mixes.end()) mit = mixes.emplace(geo, Mix(*geo)).first;
+    const auto& mix = mit->second;
+    for (int g = 0; g < cluster.gpu_count(n); ++g) {
+      const GpuSlices& gpu = cluster.gpu(n, g);
+      MigLayout busy;
+      const MigLayout current = gpu.Layout();
+      if (gpu.mig_enabled()) {
+        for (const auto& slot : gpu.instances)
+          if (slot.clients > 0) busy.push_back(slot.instance);
+      } else if (!gpu.Idle() || !config_.allow_enable_mig) {
+        ++busy_gpus;
+        continue;
+      }
+      const int mode_change = gpu.mig_enabled() ? 0 : 1;
+      for (const MigLayout& layout : LayoutsOf(*geo)) {
+        bool keeps = true;
+        for (const auto& b : busy) keeps = keeps && Contains(layout, b);
+        if (!keeps) continue;
+        // Value of the free capacity left after the new instance is taken: each free instance
+        // counts its compute slices, weighted by how much of the observed mix it serves.
+        bool has_need = false;
+        double value = 0;
+        int used_slices = 0;
+        for (const auto& in : layout) {
+          used_slices += geo->profiles[in.profile].compute_slices;
+          if (Contains(busy, in)) continue;
+          if (!has_need && in.profile == need) {
+            has_need = true;
+            continue;
+          }
+          auto w = mix.find(in.profile);
+          if (w != mix.end()) value += w->second * geo->profiles[in.profile].compute_slices;
+        }
+        if (!has_need) continue;
+        value += 0.001 * used_slices;
+        int changes = 0;
+        for (const auto& in : current) changes += !Contains(layout, in);
+        for (const auto& in : layout) changes += !Contains(current, in);
+        if (changes == 0 && !mode_change) continue;  // nothing to do: the selector saw it
+        Key key{mode_change, -value, changes, n, g};
+        if (found && !(key < best_key)) continue;
+        found = true;
+        best_key = key;
+        best.node = n;
+        best.gpu = g;
+        best.mig_before = gpu.mig_enabled();
+        best.mig_after = true;
+        best.before = current;
+        best.after = layout;
+      }
+    }
+  }
+  if (!found) {
+    if (mig_nodes == 0)
+      return NotFound("no MIG-capable node with room for the demand's host CPU/memory and model");
+    return NotFound("every MIG GPU that could host it runs work its re-layout would disturb (" +
+                    std::to_string(busy_gpus) + " non-MIG GPUs busy)");
+  }
+  auto diff = cluster.PreviewMigLayout(best.node, best.gpu, true, best.after);
+  if (!diff.ok()) return diff.status();
+  best.diff = *diff;
+  const MigGeometry* geo = MigGeometryFor(cluster.spec(best.node).model);
+  auto sized = SizeSlice(d, cluster.spec(best.node).model, SliceKind::kMig);
+  best.reason = "create " + geo->profiles[sized->mig_profile].name + " for a pending " +
+                IsolationName(d.isolation) + " workload" +
+                (best.mig_before ? "" : "; MIG enabled on an idle GPU") + "; destroys " +
+                std::to_string(best.diff.destroy.size()) + " free instance(s), layout " +
+                MigLayoutString(*geo, best.after);
+  return best;
+}
+
+Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(const SliceCluster& cluster,
+                                                           const SliceDemand& d) const {
+  const int want = std::max(1, d.whole_gpus);
+  for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    if (!HostFits(cluster, n, d) || cluster.gpu_count(n) < want) continue;
+    int idle = 0;
+    std::vector<int> empty_mig;
+    for (int g = 0; g < cluster.gpu_count(n); ++g) {
+      const GpuSlices& gpu = cluster.gpu(n, g);
+      if (gpu.mode == GpuMode::kIdle)
+        ++idle;
+      else if (gpu.mig_enabled() && gpu.Idle())
+        empty_mig.push_back(g);
+    }
+    if (idle >= want || idle + static_cast<int>(empty_mig.size()) < want) continue;
+    std::vector<MigReconfig> out;
+    for (int i = 0; i < want - idle; ++i) {
+      MigReconfig r;
+      r.node = n;
+      r.gpu = empty_mig[i];
+      r.mig_before = true;
+      r.mig_after = false;
+      r.before = cluster.gpu(n, r.gpu).Layout();
+      auto diff = cluster.PreviewMigLayout(n, r.gpu, false, {});
+      if (!diff.ok()) return diff.status();
+      r.diff = *diff;
+      r.reason = "disable MIG on an empty GPU for a " + std::to_string(want) + "-GPU workload";
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  return NotFound("no node can free " + std::to_string(want) +
+                  " whole GPU(s) without disturbing running work");
+}
+
+}  // namespace tessera

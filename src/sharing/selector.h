@@ -1,0 +1,63 @@
+// Sharing-mode selector: for one workload, which mechanism (exclusive, MIG, MPS, MPS inside a
+// MIG instance, time-slicing) and which size, on which node and GPU, with an explanation.
+//
+// Contract: a choice never violates the demand's isolation class (SliceKindSatisfies) and
+// always guarantees the workload its peak memory (MIG instance memory, MPS pinned limit or
+// time-slice declared memory >= the demand's memory). Among the candidates that fit the cluster
+// as it is (no layout change), it prefers the one that consumes the least GPU capacity and
+// strands the least: free MIG instances of the right size, then GPUs already shared in the same
+// mode, then idle GPUs. Pure and deterministic; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cluster/gpu_slices.h"
+
+namespace tessera {
+
+struct SelectorConfig {
+  bool allow_mig = true;
+  bool allow_mps = true;
+  bool allow_timeslice = true;
+  bool allow_mig_mps = true;  // MPS clients inside a MIG instance
+};
+
+// The demand sized for one GPU model and one mechanism.
+struct SizedSlice {
+  SliceKind kind = SliceKind::kExclusive;
+  int gpus = 1;            // kExclusive: whole GPUs
+  int mig_profile = -1;    // kMig / kMigMps: profile index in the model's geometry
+  int thread_pct = 0;      // kMps / kMigMps
+  int64_t memory_mib = 0;  // guaranteed memory
+};
+// How `d` would be served by `kind` on a GPU of `model`; FailedPrecondition with the reason when
+// it cannot (model lacks MIG, memory above the GPU's, isolation forbids the kind, ...).
+Result<SizedSlice> SizeSlice(const SliceDemand& d, GpuModelId model, SliceKind kind);
+// Memory the demand is taken to need on `model` (explicit, or derived per docs/SHARING.md).
+int64_t EffectiveMemoryMib(const SliceDemand& d, GpuModelId model);
+
+struct SliceChoice {
+  bool placed = false;
+  SliceAssignment assignment;
+  double cost = 0;          // GPU capacity consumed + stranded, in GPU fractions (lower is better)
+  std::string mechanism;    // e.g. "MIG 2g.20gb", "MPS 30% / 12 GiB", "exclusive 2 GPUs"
+  std::string explanation;  // e.g. "MIG 2g.20gb on GPU 3 of node-7: strict isolation, 14 GiB peak"
+  std::string reason;       // when !placed: why no candidate fits
+};
+
+class SliceSelector {
+ public:
+  explicit SliceSelector(SelectorConfig config = {}) : config_(config) {}
+  const SelectorConfig& config() const { return config_; }
+
+  // The best placement in the cluster as it is.
+  SliceChoice Select(const SliceCluster& cluster, const SliceDemand& d) const;
+  // Every feasible candidate, best first (for explanations and tests).
+  std::vector<SliceChoice> Candidates(const SliceCluster& cluster, const SliceDemand& d) const;
+
+ private:
+  SelectorConfig config_;
+};
+
+}  // namespace tessera
