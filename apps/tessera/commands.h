@@ -6,7 +6,9 @@
 
 namespace tessera {
 
-void AddSimReplayCommand(CLI::App& sim, int& rc);  // cmd_replay.cc: `tessera sim replay`
-void AddDemoCommand(CLI::App& app, int& rc);       // cmd_demo.cc: `tessera demo`
+void AddSimReplayCommand(CLI::App& sim, int& rc);   // cmd_replay.cc: `tessera sim replay`
+void AddSimSharingCommand(CLI::App& sim, int& rc);  // cmd_sharing.cc: `tessera sim sharing`
+void AddDemoCommand(CLI::App& app, int& rc);        // cmd_demo.cc: `tessera demo`
+void AddPlanCommand(CLI::App& app, int& rc);        // cmd_plan.cc: `tessera plan ...`
 
 }  // namespace tessera

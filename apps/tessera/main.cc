@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
   int rc = 0;
   f->callback([&] { rc = RunSimFill(fill); });
   tessera::AddSimReplayCommand(*sim, rc);
+  tessera::AddSimSharingCommand(*sim, rc);
   tessera::AddDemoCommand(app, rc);
+  tessera::AddPlanCommand(app, rc);
 
   CLI11_PARSE(app, argc, argv);
   return rc;

@@ -9,7 +9,8 @@
 // one GPU may host segments of several services. The plan covers every feasible service's rate
 // and packs the segments into legal MIG layouts (real geometry, cluster/mig_geometry.h, with
 // explicit starts) on as few GPUs as possible; ties go to the fewest GPCs used, then to the
-// largest minimum capacity margin (capacity - R) / R over services.
+// largest minimum capacity margin (capacity - R) / R over services, then to the fewest
+// instances.
 //
 // Method. Per service and segment size only the eligible row with the highest capacity is kept.
 // Each service gets the set of its minimal segment multisets (no segment removable) within a GPC
@@ -62,6 +63,9 @@ struct InferencePlanOptions {
   std::string gpu_model = "A100-80GB";  // a MIG-capable catalog model
   int max_procs = 5;                    // rows with more MPS processes are ignored
   int max_gpus = 256;
+  // Restrict layouts to those ParvaGPU assumes on an A100: at most one 3-GPC instance per GPU
+  // (the hardware also allows two, at memory slices 0 and 4).
+  bool single_3g_per_gpu = false;
   // Per-service segment multisets and per-step DP states kept; beyond them the search keeps the
   // best-ranked ones and the plan is marked not exact.
   int max_options_per_service = 4096;
@@ -105,8 +109,8 @@ struct InferencePlan {
   // ceil(sum of per-service gpc_lower_bound / GPCs per GPU) and the same over min_gpcs.
   int gpu_lower_bound = 0;
   int gpu_lower_bound_whole_segments = 0;
-  int64_t states = 0;                   // DP states created, a measure of search effort
-  std::vector<MigLayout> gpu_layouts;   // per GPU, legal, sorted by (start, profile)
+  int64_t states = 0;                          // DP states created, a measure of search effort
+  std::vector<MigLayout> gpu_layouts;          // per GPU, legal, sorted by (start, profile)
   std::vector<InferenceServicePlan> services;  // in input order
 };
 

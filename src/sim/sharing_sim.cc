@@ -1,0 +1,766 @@
+#include "sim/sharing_sim.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "sharing/allocator.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kInvariantEvery = 256;
+constexpr size_t kMaxReasons = 5;
+constexpr WorkloadId kPartsPerWorkload = 32;
+
+struct Part {
+  WorkloadId ledger_id = 0;
+  SliceAssignment a;
+  int mig_profile = -1;  // kMig / kMigMps: the instance's profile when placed
+};
+
+struct Placement {
+  std::vector<Part> parts;
+  std::vector<MigReconfig> reconfigs;
+  std::string explanation;
+};
+
+// A sharing strategy: places one workload (ledger ids base, base + 1, ...) by applying its
+// allocations to the cluster, or leaves the cluster unchanged and returns false.
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual Status Init(SliceCluster&) { return Status::Ok(); }
+  virtual void Observe(const SliceDemand&) {}
+  virtual Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+                             Placement* out) = 0;
+};
+
+bool ModelAllowed(const SliceDemand& d, GpuModelId m) {
+  return d.models == 0 || (m < 64 && ((d.models >> m) & 1));
+}
+
+// What the device plugin knows of a workload: the GPUs it asks for and its host resources.
+SliceDemand PluginDemand(const SliceDemand& d, bool first_part) {
+  SliceDemand p;
+  p.isolation = Isolation::kBestEffort;
+  p.models = d.models;
+  if (first_part) {
+    p.cpu = d.cpu;
+    p.host_memory = d.host_memory;
+  }
+  return p;
+}
+
+// Allocates the parts in order; on a refusal releases the ones done and reports Internal.
+Status AllocateParts(SliceCluster& c, const SliceDemand& d, const std::vector<Part>& parts,
+                     const char* strategy) {
+  for (size_t i = 0; i < parts.size(); ++i) {
+    SliceDemand pd = PluginDemand(d, i == 0);
+    if (parts[i].a.kind == SliceKind::kExclusive) pd.whole_gpus = std::popcount(parts[i].a.gpus);
+    Status st = c.Allocate(parts[i].ledger_id, pd, parts[i].a);
+    if (!st.ok()) {
+      for (size_t j = 0; j < i; ++j) (void)c.Release(parts[j].ledger_id);
+      return Internal(std::string(strategy) +
+                      ": the ledger refused a chosen slice: " + st.message());
+    }
+  }
+  return Status::Ok();
+}
+
+// k idle non-MIG GPUs on the node with the fewest idle GPUs that suffices.
+bool FindExclusive(const SliceCluster& c, const SliceDemand& d, int k, SliceAssignment* out) {
+  int best_idle = kMaxGpusPerNode + 1;
+  const SliceDemand pd = PluginDemand(d, true);
+  for (NodeIdx n = 0; n < c.num_nodes(); ++n) {
+    if (c.gpu_count(n) < k || !ModelAllowed(d, c.spec(n).model)) continue;
+    int idle = 0;
+    GpuMask mask = 0;
+    for (int g = 0; g < c.gpu_count(n); ++g) {
+      if (c.gpu(n, g).mode != GpuMode::kIdle) continue;
+      if (idle < k) mask |= GpuMask{1} << g;
+      ++idle;
+    }
+    if (idle < k || idle >= best_idle) continue;
+    SliceAssignment a;
+    a.kind = SliceKind::kExclusive;
+    a.node = n;
+    a.gpus = mask;
+    if (!c.CheckFit(pd, a).ok()) continue;
+    best_idle = idle;
+    *out = a;
+  }
+  return best_idle <= kMaxGpusPerNode;
+}
+
+Result<bool> PlaceExclusive(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+                            Placement* out, const char* strategy) {
+  SliceAssignment a;
+  if (!FindExclusive(c, w.demand, std::max(1, w.demand.whole_gpus), &a)) return false;
+  out->parts = {Part{base, a}};
+  TESSERA_RETURN_IF_ERROR(AllocateParts(c, w.demand, out->parts, strategy));
+  return true;
+}
+
+class ExclusiveStrategy final : public Strategy {
+ public:
+  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+                     Placement* out) override {
+    return PlaceExclusive(c, w, base, out, "exclusive");
+  }
+};
+
+class StaticMigStrategy final : public Strategy {
+ public:
+  explicit StaticMigStrategy(const SharingScenario& s) : s_(s) {}
+
+  Status Init(SliceCluster& c) override {
+    NodeIdx n = 0;
+    for (const SharingNodeGroup& g : s_.node_groups) {
+      for (int i = 0; i < g.count; ++i, ++n) {
+        for (int gpu = 0; gpu < g.static_mig_gpus; ++gpu) {
+          auto diff = c.SetMigLayout(n, gpu, true, g.static_mig_layout);
+          if (!diff.ok())
+            return Internal("static-mig: cannot apply the static layout: " +
+                            diff.status().message());
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+                     Placement* out) override {
+    const SliceDemand& d = w.demand;
+    if (d.whole_gpus > 0) return PlaceExclusive(c, w, base, out, "static-mig");
+    struct Slot {
+      int64_t memory;
+      int compute;
+      NodeIdx n;
+      int g;
+      int start;
+      int profile;
+      auto operator<=>(const Slot&) const = default;
+    };
+    std::vector<Slot> slots;
+    for (NodeIdx n = 0; n < c.num_nodes(); ++n) {
+      if (!ModelAllowed(d, c.spec(n).model)) continue;
+      for (int g = 0; g < c.gpu_count(n); ++g) {
+        const GpuSlices& gpu = c.gpu(n, g);
+        if (!gpu.mig_enabled()) continue;
+        const MigGeometry* geo = MigGeometryFor(gpu.model);
+        for (const MigSlot& s : gpu.instances) {
+          if (s.use != MigSlot::Use::kFree || s.memory_mib < d.memory_mib) continue;
+          slots.push_back(Slot{s.memory_mib, geo->profiles[s.instance.profile].compute_slices, n, g,
+                               s.instance.start, s.instance.profile});
+        }
+      }
+    }
+    std::sort(slots.begin(), slots.end());
+    for (const Slot& s : slots) {
+      SliceAssignment a;
+      a.kind = SliceKind::kMig;
+      a.node = s.n;
+      a.gpus = GpuMask{1} << s.g;
+      a.mig_start = s.start;
+      if (!c.CheckFit(PluginDemand(d, true), a).ok()) continue;
+      out->parts = {Part{base, a, s.profile}};
+      TESSERA_RETURN_IF_ERROR(AllocateParts(c, d, out->parts, "static-mig"));
+      return true;
+    }
+    return PlaceExclusive(c, w, base, out, "static-mig");
+  }
+
+ private:
+  const SharingScenario& s_;
+};
+
+// The device plugin's replicated resources (time-slicing or MPS): `limit` slices per GPU.
+class ReplicaStrategy final : public Strategy {
+ public:
+  ReplicaStrategy(SliceKind kind, int limit) : kind_(kind), limit_(limit) {}
+
+  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+                     Placement* out) override {
+    const SliceDemand& d = w.demand;
+    const int k = std::max(1, d.whole_gpus);
+    const GpuMode mode = kind_ == SliceKind::kMps ? GpuMode::kMps : GpuMode::kTimeSlice;
+    const char* name = kind_ == SliceKind::kMps ? "mps" : "timeslice";
+    int best_score = -1;
+    std::vector<Part> best;
+    for (NodeIdx n = 0; n < c.num_nodes(); ++n) {
+      if (c.gpu_count(n) < k || !ModelAllowed(d, c.spec(n).model)) continue;
+      std::vector<std::pair<int, int>> load;  // (clients, GPU)
+      for (int g = 0; g < c.gpu_count(n); ++g) {
+        const GpuSlices& gpu = c.gpu(n, g);
+        if ((gpu.mode == GpuMode::kIdle || gpu.mode == mode) && gpu.clients < limit_)
+          load.emplace_back(gpu.clients, g);
+      }
+      if (static_cast<int>(load.size()) < k) continue;
+      std::sort(load.begin(), load.end());
+      int score = 0;
+      for (int i = 0; i < k; ++i) score += load[i].first;
+      if (best_score >= 0 && score >= best_score) continue;
+      std::vector<Part> parts;
+      bool fits = true;
+      for (int i = 0; i < k && fits; ++i) {
+        const GpuSlices& gpu = c.gpu(n, load[i].second);
+        SliceAssignment a;
+        a.kind = kind_;
+        a.node = n;
+        a.gpus = GpuMask{1} << load[i].second;
+        if (kind_ == SliceKind::kMps) {
+          a.thread_pct = 100 / limit_;
+          a.memory_mib = gpu.memory_mib / limit_;
+        }
+        fits = c.CheckFit(PluginDemand(d, i == 0), a).ok();
+        parts.push_back(Part{base + static_cast<WorkloadId>(i), a});
+      }
+      if (!fits) continue;
+      best_score = score;
+      best = std::move(parts);
+    }
+    if (best.empty()) return false;
+    out->parts = std::move(best);
+    TESSERA_RETURN_IF_ERROR(AllocateParts(c, d, out->parts, name));
+    return true;
+  }
+
+ private:
+  SliceKind kind_;
+  int limit_;
+};
+
+class TesseraStrategy final : public Strategy {
+ public:
+  void Observe(const SliceDemand& d) override { alloc_.Observe(d); }
+
+  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+                     Placement* out) override {
+    PlaceOutcome o = alloc_.Place(c, base, w.demand);
+    const SliceAssignment* held = c.Find(base);
+    out->reconfigs = std::move(o.reconfigs);
+    if (!o.placed) {
+      if (held) return Internal("tessera: workload not placed but held by the ledger");
+      return false;
+    }
+    if (!held || !(*held == o.assignment))
+      return Internal("tessera: reported placement differs from the ledger");
+    Part p{base, *held};
+    if (held->kind == SliceKind::kMig || held->kind == SliceKind::kMigMps) {
+      const MigSlot* slot =
+          c.gpu(held->node, std::countr_zero(held->gpus)).Instance(held->mig_start);
+      if (!slot) return Internal("tessera: placed on a MIG instance that does not exist");
+      p.mig_profile = slot->instance.profile;
+    }
+    out->parts = {p};
+    out->explanation = std::move(o.explanation);
+    return true;
+  }
+
+ private:
+  SharingAllocator alloc_;
+};
+
+Result<std::unique_ptr<Strategy>> MakeStrategy(const SharingScenario& s, const std::string& name,
+                                               SliceLimits* limits) {
+  if (name == "exclusive") return std::unique_ptr<Strategy>(new ExclusiveStrategy());
+  if (name == "static-mig") return std::unique_ptr<Strategy>(new StaticMigStrategy(s));
+  if (name == "timeslice") {
+    limits->timeslice_max_replicas = s.timeslice_replicas;
+    return std::unique_ptr<Strategy>(
+        new ReplicaStrategy(SliceKind::kTimeSlice, s.timeslice_replicas));
+  }
+  if (name == "mps") {
+    limits->mps_max_clients = s.mps_clients;
+    return std::unique_ptr<Strategy>(new ReplicaStrategy(SliceKind::kMps, s.mps_clients));
+  }
+  if (name == "tessera") return std::unique_ptr<Strategy>(new TesseraStrategy());
+  std::string known;
+  for (const auto& n : SharingStrategyNames()) known += (known.empty() ? "" : ", ") + n;
+  return InvalidArgument("unknown strategy '" + name + "' (known: " + known + ")");
+}
+
+bool IsolationHolds(SliceKind k, Isolation i) {
+  switch (i) {
+    case Isolation::kStrict:
+      return k == SliceKind::kMig || k == SliceKind::kExclusive;
+    case Isolation::kStandard:
+      return k == SliceKind::kMig || k == SliceKind::kMps || k == SliceKind::kMigMps ||
+             k == SliceKind::kExclusive;
+    case Isolation::kBestEffort:
+      return true;
+  }
+  return false;
+}
+
+bool OnMig(const SliceAssignment& a) {
+  return a.kind == SliceKind::kMig || a.kind == SliceKind::kMigMps;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+class Simulation {
+ public:
+  Simulation(const SharingScenario& s, const std::vector<SharingWorkload>& w, std::string name,
+             Strategy& strategy, SliceCluster& c)
+      : s_(s),
+        w_(w),
+        strategy_(strategy),
+        c_(c),
+        state_(w.size(), State::kWaiting),
+        parts_(w.size()),
+        oversub_(w.size(), false),
+        disturbed_(w.size(), false) {
+    m_.strategy = std::move(name);
+    for (NodeIdx n = 0; n < c.num_nodes(); ++n) {
+      occupancy_.emplace_back(c.gpu_count(n), 0);
+      on_gpu_.emplace_back(c.gpu_count(n));
+      ts_peak_.emplace_back(c.gpu_count(n), 0);
+    }
+  }
+
+  Result<SharingMetrics> Run();
+
+ private:
+  enum class State : uint8_t { kWaiting, kQueued, kRunning, kDone, kAbandoned };
+  enum EventType : int { kDeparture = 0, kGiveUp = 1, kArrival = 2 };
+  struct Event {
+    SimTime t;
+    int type;
+    size_t w;
+    bool operator>(const Event& o) const {
+      return t != o.t ? t > o.t : type != o.type ? type > o.type : w > o.w;
+    }
+  };
+
+  Result<bool> TryPlace(size_t wi, SimTime t);
+  Status Release(size_t wi);
+  void Record(size_t wi, const Placement& p);
+  void CheckDisturbed(const Placement& p);
+  void Advance(SimTime t) {
+    busy_area_ += static_cast<double>(busy_) * static_cast<double>(t - last_t_);
+    last_t_ = t;
+  }
+  void Occupy(const SliceAssignment& a, int delta) {
+    for (int g = 0; g < c_.gpu_count(a.node); ++g) {
+      if (!((a.gpus >> g) & 1)) continue;
+      int& occ = occupancy_[a.node][g];
+      if (occ == 0 && delta > 0) ++busy_;
+      occ += delta;
+      if (occ == 0) --busy_;
+    }
+  }
+
+  const SharingScenario& s_;
+  const std::vector<SharingWorkload>& w_;
+  Strategy& strategy_;
+  SliceCluster& c_;
+  SharingMetrics m_;
+  std::vector<State> state_;
+  std::vector<std::vector<Part>> parts_;
+  std::vector<bool> oversub_, disturbed_, seen_kind_ = std::vector<bool>(5, false);
+  std::vector<std::vector<int>> occupancy_;
+  std::vector<std::vector<std::vector<size_t>>> on_gpu_;  // running workloads per GPU
+  std::vector<std::vector<int64_t>> ts_peak_;             // time-sliced GPUs: sum of real peaks
+  std::set<size_t> running_;
+  std::vector<size_t> queue_;
+  std::vector<double> waits_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  int busy_ = 0;
+  SimTime last_t_ = 0;
+  double busy_area_ = 0;
+};
+
+Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
+  const SharingWorkload& w = w_[wi];
+  const int64_t before = c_.reconfigurations();
+  Placement p;
+  auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &p);
+  if (!placed.ok()) return placed.status();
+  for (const MigReconfig& r : p.reconfigs) {
+    if (m_.reconfiguration_reasons.size() < kMaxReasons)
+      m_.reconfiguration_reasons.push_back(r.reason);
+    if (r.mig_before != r.mig_after) {
+      ++(r.mig_after ? m_.mig_enabled : m_.mig_disabled);
+    } else {
+      ++m_.mig_relayouts;
+    }
+    m_.mig_instances_destroyed += static_cast<int64_t>(r.diff.destroy.size());
+  }
+  if (c_.reconfigurations() != before || !p.reconfigs.empty()) CheckDisturbed(p);
+  if (!*placed) return false;
+  if (p.parts.empty()) return Internal(m_.strategy + ": a placement without slices");
+  for (const Part& part : p.parts) {
+    if (c_.Find(part.ledger_id) == nullptr)
+      return Internal(m_.strategy + ": a placed slice is missing from the ledger");
+  }
+  state_[wi] = State::kRunning;
+  waits_.push_back(static_cast<double>(t - w.arrival_s));
+  events_.push(Event{t + w.duration_s, kDeparture, wi});
+  Record(wi, p);
+  parts_[wi] = std::move(p.parts);
+  running_.insert(wi);
+  return true;
+}
+
+void Simulation::Record(size_t wi, const Placement& p) {
+  const SharingWorkload& w = w_[wi];
+  const int64_t peak = w.demand.memory_mib;
+  ++m_.placed;
+  ++m_.placed_by_class[w.cls];
+  const SliceKind first = p.parts.front().a.kind;
+  ++m_.placed_by_kind[SliceKindName(first)];
+  if (!p.explanation.empty() && !seen_kind_[static_cast<int>(first)]) {
+    seen_kind_[static_cast<int>(first)] = true;
+    m_.explanations.push_back("workload " + std::to_string(w.id) + " (" + s_.classes[w.cls].name +
+                              ", " + IsolationName(w.demand.isolation) + "): " + p.explanation);
+  }
+  bool violates = false;
+  for (const Part& part : p.parts) {
+    const SliceAssignment& a = part.a;
+    if (!IsolationHolds(a.kind, w.demand.isolation)) violates = true;
+    const int g0 = std::countr_zero(a.gpus);
+    switch (a.kind) {
+      case SliceKind::kExclusive:
+        for (int g = 0; g < c_.gpu_count(a.node); ++g) {
+          if (((a.gpus >> g) & 1) && c_.gpu(a.node, g).memory_mib < peak) oversub_[wi] = true;
+        }
+        break;
+      case SliceKind::kMig: {
+        const MigSlot* slot = c_.gpu(a.node, g0).Instance(a.mig_start);
+        if (!slot || slot->memory_mib < peak) oversub_[wi] = true;
+        break;
+      }
+      case SliceKind::kMps:
+      case SliceKind::kMigMps:
+        if (a.memory_mib < peak) oversub_[wi] = true;
+        break;
+      case SliceKind::kTimeSlice: {
+        int64_t& sum = ts_peak_[a.node][g0];
+        sum += peak;
+        if (sum > c_.gpu(a.node, g0).memory_mib) {
+          oversub_[wi] = true;
+          for (size_t o : on_gpu_[a.node][g0]) {
+            for (const Part& op : parts_[o]) {
+              if (op.a.kind == SliceKind::kTimeSlice && op.a.node == a.node && op.a.gpus == a.gpus)
+                oversub_[o] = true;
+            }
+          }
+        }
+        break;
+      }
+    }
+    Occupy(a, +1);
+    for (int g = 0; g < c_.gpu_count(a.node); ++g) {
+      if ((a.gpus >> g) & 1) on_gpu_[a.node][g].push_back(wi);
+    }
+  }
+  if (violates) ++m_.isolation_violations;
+}
+
+Status Simulation::Release(size_t wi) {
+  for (const Part& part : parts_[wi]) {
+    Status st = c_.Release(part.ledger_id);
+    if (!st.ok()) return Internal(m_.strategy + ": release failed: " + st.message());
+    const SliceAssignment& a = part.a;
+    Occupy(a, -1);
+    for (int g = 0; g < c_.gpu_count(a.node); ++g) {
+      if (!((a.gpus >> g) & 1)) continue;
+      auto& list = on_gpu_[a.node][g];
+      list.erase(std::find(list.begin(), list.end(), wi));
+      if (a.kind == SliceKind::kTimeSlice) ts_peak_[a.node][g] -= w_[wi].demand.memory_mib;
+    }
+  }
+  running_.erase(wi);
+  state_[wi] = State::kDone;
+  return Status::Ok();
+}
+
+void Simulation::CheckDisturbed(const Placement& p) {
+  for (size_t wi : running_) {
+    bool hit = false;
+    for (const Part& part : parts_[wi]) {
+      const SliceAssignment& a = part.a;
+      const SliceAssignment* now = c_.Find(part.ledger_id);
+      if (!now || !(*now == a)) hit = true;
+      const int g0 = std::countr_zero(a.gpus);
+      if (OnMig(a)) {
+        const GpuSlices& gpu = c_.gpu(a.node, g0);
+        const MigSlot* slot = gpu.Instance(a.mig_start);
+        if (!gpu.mig_enabled() || !slot || slot->instance.profile != part.mig_profile) hit = true;
+      }
+      for (const MigReconfig& r : p.reconfigs) {
+        if (r.node != a.node || !((a.gpus >> r.gpu) & 1)) continue;
+        if (r.diff.mode_change) hit = true;
+        for (const MigInstance& in : r.diff.destroy) {
+          if (OnMig(a) && in.start == a.mig_start) hit = true;
+        }
+      }
+    }
+    if (hit) disturbed_[wi] = true;
+  }
+}
+
+Result<SharingMetrics> Simulation::Run() {
+  m_.workloads = static_cast<int64_t>(w_.size());
+  m_.arrived_by_class.assign(s_.classes.size(), 0);
+  m_.placed_by_class.assign(s_.classes.size(), 0);
+  const int64_t initial_reconfigs = c_.reconfigurations();
+  for (size_t i = 0; i < w_.size(); ++i) {
+    if (w_[i].arrival_s < s_.horizon_s) events_.push(Event{w_[i].arrival_s, kArrival, i});
+  }
+  int64_t processed = 0;
+  while (!events_.empty() && events_.top().t < s_.horizon_s) {
+    const Event e = events_.top();
+    events_.pop();
+    Advance(e.t);
+    const SharingWorkload& w = w_[e.w];
+    if (e.type == kDeparture) {
+      TESSERA_RETURN_IF_ERROR(Release(e.w));
+      const bool more =
+          !events_.empty() && events_.top().t == e.t && events_.top().type == kDeparture;
+      if (!more) {
+        std::vector<size_t> still;
+        for (size_t q : queue_) {
+          if (state_[q] != State::kQueued) continue;
+          auto placed = TryPlace(q, e.t);
+          if (!placed.ok()) return placed.status();
+          if (!*placed) still.push_back(q);
+        }
+        queue_ = std::move(still);
+      }
+    } else if (e.type == kGiveUp) {
+      if (state_[e.w] == State::kQueued) state_[e.w] = State::kAbandoned;
+    } else {
+      ++m_.arrived_by_class[w.cls];
+      strategy_.Observe(w.demand);
+      auto placed = TryPlace(e.w, e.t);
+      if (!placed.ok()) return placed.status();
+      if (!*placed) {
+        state_[e.w] = State::kQueued;
+        queue_.push_back(e.w);
+        events_.push(Event{e.t + w.patience_s, kGiveUp, e.w});
+      }
+    }
+    if (++processed % kInvariantEvery == 0) {
+      Status st = c_.CheckInvariants();
+      if (!st.ok()) return Internal(m_.strategy + ": ledger invariant broken: " + st.message());
+    }
+  }
+  Advance(s_.horizon_s);
+  Status st = c_.CheckInvariants();
+  if (!st.ok()) return Internal(m_.strategy + ": ledger invariant broken: " + st.message());
+  size_t held = 0;
+  for (size_t wi : running_) held += parts_[wi].size();
+  if (held != c_.num_allocations())
+    return Internal(m_.strategy + ": the ledger holds " + std::to_string(c_.num_allocations()) +
+                    " slices, the running workloads " + std::to_string(held));
+
+  for (State s : state_) {
+    if (s == State::kAbandoned) ++m_.abandoned;
+    if (s == State::kQueued) ++m_.never_placed;
+  }
+  m_.p50_wait_s = Quantile(waits_, 0.50);
+  m_.p95_wait_s = Quantile(waits_, 0.95);
+  m_.p99_wait_s = Quantile(waits_, 0.99);
+  double total = 0;
+  for (double x : waits_) total += x;
+  m_.mean_wait_s = waits_.empty() ? 0 : total / static_cast<double>(waits_.size());
+  m_.gpus_busy_avg = busy_area_ / static_cast<double>(s_.horizon_s);
+  const int gpus = SharingGpuCount(s_);
+  m_.gpu_busy_pct = gpus > 0 ? 100.0 * m_.gpus_busy_avg / gpus : 0;
+  m_.memory_oversubscribed = std::count(oversub_.begin(), oversub_.end(), true);
+  m_.disturbed = std::count(disturbed_.begin(), disturbed_.end(), true);
+  m_.reconfigurations = c_.reconfigurations() - initial_reconfigs;
+  return m_;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SharingStrategyNames() {
+  static const std::vector<std::string> kNames = {"exclusive", "static-mig", "timeslice", "mps",
+                                                  "tessera"};
+  return kNames;
+}
+
+Result<SharingMetrics> SimulateSharing(const SharingScenario& scenario,
+                                       const std::vector<SharingWorkload>& workloads,
+                                       const std::string& strategy) {
+  SliceLimits limits;
+  auto made = MakeStrategy(scenario, strategy, &limits);
+  if (!made.ok()) return made.status();
+  SliceCluster cluster(limits);
+  for (NodeSpec& spec : SharingNodeSpecs(scenario)) {
+    auto added = cluster.AddNode(std::move(spec));
+    if (!added.ok())
+      return InvalidArgument("scenario '" + scenario.name + "': " + added.status().message());
+  }
+  for (const SharingWorkload& w : workloads) {
+    if (w.cls < 0 || static_cast<size_t>(w.cls) >= scenario.classes.size() || w.arrival_s < 0 ||
+        w.duration_s < 0 || w.patience_s < 0)
+      return InvalidArgument("workload " + std::to_string(w.id) + " does not match the scenario");
+  }
+  TESSERA_RETURN_IF_ERROR((*made)->Init(cluster));
+  Simulation sim(scenario, workloads, strategy, **made, cluster);
+  return sim.Run();
+}
+
+Result<std::vector<SharingMetrics>> CompareSharing(const SharingScenario& scenario, uint64_t seed,
+                                                   const std::vector<std::string>& strategies) {
+  if (strategies.empty()) return InvalidArgument("no strategy to compare");
+  std::set<std::string> seen;
+  SliceLimits unused;
+  for (const std::string& s : strategies) {
+    auto made = MakeStrategy(scenario, s, &unused);
+    if (!made.ok()) return made.status();
+    if (!seen.insert(s).second) return InvalidArgument("strategy '" + s + "' listed twice");
+  }
+  auto workloads = GenerateSharingWorkloads(scenario, seed);
+  if (!workloads.ok()) return workloads.status();
+  std::vector<SharingMetrics> out;
+  for (const std::string& s : strategies) {
+    auto m = SimulateSharing(scenario, *workloads, s);
+    if (!m.ok()) return m.status();
+    out.push_back(std::move(m).value());
+  }
+  return out;
+}
+
+std::string SharingTable(const SharingScenario& scenario, uint64_t seed,
+                         const std::vector<SharingMetrics>& results) {
+  std::string out;
+  const int64_t arrived = results.empty() ? 0 : results.front().workloads;
+  out += "scenario " + scenario.name + ", seed " + std::to_string(seed) + ": " +
+         std::to_string(SharingNodeSpecs(scenario).size()) + " nodes, " +
+         std::to_string(SharingGpuCount(scenario)) + " GPUs, " + std::to_string(arrived) +
+         " workloads over " + std::to_string(scenario.horizon_s) +
+         " s (timeslice N=" + std::to_string(scenario.timeslice_replicas) +
+         ", mps N=" + std::to_string(scenario.mps_clients) + ")\n";
+  auto row = [&](const std::string& label,
+                 const std::function<std::string(const SharingMetrics&)>& f) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%-24s", label.c_str());
+    out += buf;
+    for (const SharingMetrics& m : results) {
+      std::snprintf(buf, sizeof buf, " %11s", f(m).c_str());
+      out += buf;
+    }
+    out += "\n";
+  };
+  row("", [](const SharingMetrics& m) { return m.strategy; });
+  out += std::string(24 + 12 * results.size(), '-') + "\n";
+  auto count = [](int64_t v) { return std::to_string(v); };
+  row("placed", [&](const SharingMetrics& m) { return count(m.placed); });
+  row("placed %", [&](const SharingMetrics& m) {
+    return Fixed(m.workloads ? 100.0 * static_cast<double>(m.placed) / m.workloads : 0, 1);
+  });
+  row("abandoned", [&](const SharingMetrics& m) { return count(m.abandoned); });
+  row("never placed", [&](const SharingMetrics& m) { return count(m.never_placed); });
+  row("wait p50 s", [](const SharingMetrics& m) { return Fixed(m.p50_wait_s, 0); });
+  row("wait p95 s", [](const SharingMetrics& m) { return Fixed(m.p95_wait_s, 0); });
+  row("wait p99 s", [](const SharingMetrics& m) { return Fixed(m.p99_wait_s, 0); });
+  row("GPUs busy (avg)", [](const SharingMetrics& m) { return Fixed(m.gpus_busy_avg, 1); });
+  row("GPU busy %", [](const SharingMetrics& m) { return Fixed(m.gpu_busy_pct, 1); });
+  row("isolation violations",
+      [&](const SharingMetrics& m) { return count(m.isolation_violations); });
+  row("memory oversubscribed",
+      [&](const SharingMetrics& m) { return count(m.memory_oversubscribed); });
+  row("MIG reconfigurations", [&](const SharingMetrics& m) { return count(m.reconfigurations); });
+  row("  MIG on/off/re-layout", [&](const SharingMetrics& m) {
+    return count(m.mig_enabled) + "/" + count(m.mig_disabled) + "/" + count(m.mig_relayouts);
+  });
+  row("  free instances destroyed",
+      [&](const SharingMetrics& m) { return count(m.mig_instances_destroyed); });
+  row("disturbed", [&](const SharingMetrics& m) { return count(m.disturbed); });
+  for (size_t c = 0; c < scenario.classes.size(); ++c) {
+    row("placed " + scenario.classes[c].name, [&](const SharingMetrics& m) {
+      return c < m.placed_by_class.size()
+                 ? count(m.placed_by_class[c]) + "/" + count(m.arrived_by_class[c])
+                 : std::string("-");
+    });
+  }
+  for (const SharingMetrics& m : results) {
+    if (!m.explanations.empty()) {
+      out += "\n" + m.strategy + " placements (first of each kind):\n";
+      for (const std::string& e : m.explanations) out += "  " + e + "\n";
+    }
+    if (!m.reconfiguration_reasons.empty()) {
+      out += m.strategy + " MIG reconfigurations (first " +
+             std::to_string(m.reconfiguration_reasons.size()) + " of " +
+             std::to_string(m.reconfigurations) + "):\n";
+      for (const std::string& r : m.reconfiguration_reasons) out += "  " + r + "\n";
+    }
+  }
+  return out;
+}
+
+std::string SharingJson(const SharingScenario& scenario, uint64_t seed,
+                        const std::vector<SharingMetrics>& results) {
+  using nlohmann::ordered_json;
+  ordered_json j;
+  j["scenario"] = scenario.name;
+  j["seed"] = seed;
+  j["horizon_s"] = scenario.horizon_s;
+  j["nodes"] = SharingNodeSpecs(scenario).size();
+  j["gpus"] = SharingGpuCount(scenario);
+  j["timeslice_replicas"] = scenario.timeslice_replicas;
+  j["mps_clients"] = scenario.mps_clients;
+  ordered_json strategies = ordered_json::object();
+  for (const SharingMetrics& m : results) {
+    ordered_json o;
+    o["workloads"] = m.workloads;
+    o["placed"] = m.placed;
+    o["abandoned"] = m.abandoned;
+    o["never_placed"] = m.never_placed;
+    o["p50_wait_s"] = m.p50_wait_s;
+    o["p95_wait_s"] = m.p95_wait_s;
+    o["p99_wait_s"] = m.p99_wait_s;
+    o["mean_wait_s"] = m.mean_wait_s;
+    o["gpus_busy_avg"] = m.gpus_busy_avg;
+    o["gpu_busy_pct"] = m.gpu_busy_pct;
+    o["isolation_violations"] = m.isolation_violations;
+    o["memory_oversubscribed"] = m.memory_oversubscribed;
+    o["reconfigurations"] = m.reconfigurations;
+    o["disturbed"] = m.disturbed;
+    o["mig_enabled"] = m.mig_enabled;
+    o["mig_disabled"] = m.mig_disabled;
+    o["mig_relayouts"] = m.mig_relayouts;
+    o["mig_instances_destroyed"] = m.mig_instances_destroyed;
+    ordered_json by_class = ordered_json::object();
+    for (size_t c = 0; c < scenario.classes.size() && c < m.placed_by_class.size(); ++c)
+      by_class[scenario.classes[c].name] = {{"arrived", m.arrived_by_class[c]},
+                                            {"placed", m.placed_by_class[c]}};
+    o["by_class"] = by_class;
+    ordered_json by_kind = ordered_json::object();
+    for (const auto& [k, v] : m.placed_by_kind) by_kind[k] = v;
+    o["placed_by_kind"] = by_kind;
+    o["explanations"] = m.explanations;
+    o["reconfiguration_reasons"] = m.reconfiguration_reasons;
+    strategies[m.strategy] = o;
+  }
+  j["strategies"] = strategies;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace tessera
