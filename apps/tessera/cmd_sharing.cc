@@ -19,6 +19,7 @@ namespace {
 
 struct SharingArgs {
   std::string scenario, json, strategies = "exclusive,static-mig,timeslice,mps,tessera", seed;
+  std::string mig_out;
 };
 
 Result<uint64_t> ParseSeed(const std::string& text) {
@@ -37,6 +38,11 @@ int RunSimSharing(const SharingArgs& a) {
     if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
       return Fail(IoError("cannot write '" + a.json + "': no directory '" + dir.string() + "'"));
   }
+  if (!a.mig_out.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(a.mig_out, ec))
+      return Fail(IoError("--mig-out: '" + a.mig_out + "' is not a directory"));
+  }
   auto scenario = ReadSharingScenario(a.scenario);
   if (!scenario.ok()) return Fail(scenario.status());
   uint64_t seed = scenario->seed;
@@ -51,6 +57,20 @@ int RunSimSharing(const SharingArgs& a) {
   if (!a.json.empty()) {
     Status st = WriteFileAtomic(a.json, SharingJson(*scenario, seed, *results));
     if (!st.ok()) return Fail(st);
+  }
+  if (!a.mig_out.empty()) {
+    for (const SharingMetrics& m : *results) {
+      if (m.strategy != "tessera") continue;
+      const std::filesystem::path dir(a.mig_out);
+      std::string log;
+      for (const std::string& line : m.mig_diff_log) log += line + "\n";
+      Status st = WriteFileAtomic((dir / "mig-diff.log").string(), log);
+      if (!st.ok()) return Fail(st);
+      for (const auto& [node, yaml] : m.mig_parted_configs) {
+        st = WriteFileAtomic((dir / (node + ".mig-parted.yaml")).string(), yaml);
+        if (!st.ok()) return Fail(st);
+      }
+    }
   }
   std::fputs(SharingTable(*scenario, seed, *results).c_str(), stdout);
   return 0;
@@ -71,6 +91,9 @@ void AddSimSharingCommand(CLI::App& sim, int& rc) {
                 "Strategies, comma-separated: exclusive, static-mig, timeslice, mps, tessera")
       ->default_val(args->strategies);
   s->add_option("--seed", args->seed, "Workload seed (default: the scenario's)");
+  s->add_option("--mig-out", args->mig_out,
+                "Existing directory: write tessera's MIG changes (mig-diff.log) and each MIG "
+                "node's final state as an NVIDIA mig-parted config (<node>.mig-parted.yaml)");
   s->callback([args, &rc] { rc = RunSimSharing(*args); });
 }
 

@@ -395,6 +395,12 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   for (const MigReconfig& r : p.reconfigs) {
     if (m_.reconfiguration_reasons.size() < kMaxReasons)
       m_.reconfiguration_reasons.push_back(r.reason);
+    const std::string diff = MigDiffText(c_, r);
+    for (size_t at = 0; at < diff.size();) {
+      const size_t nl = diff.find('\n', at);
+      m_.mig_diff_log.push_back("t=" + std::to_string(t) + "s " + diff.substr(at, nl - at));
+      at = nl == std::string::npos ? diff.size() : nl + 1;
+    }
     if (r.mig_before != r.mig_after) {
       ++(r.mig_after ? m_.mig_enabled : m_.mig_disabled);
     } else {
@@ -571,6 +577,11 @@ Result<SharingMetrics> Simulation::Run() {
     return Internal(m_.strategy + ": the ledger holds " + std::to_string(c_.num_allocations()) +
                     " slices, the running workloads " + std::to_string(held));
 
+  if (!m_.mig_diff_log.empty()) {
+    for (NodeIdx n = 0; n < c_.num_nodes(); ++n)
+      if (c_.gpu_count(n) > 0 && MigGeometryFor(c_.spec(n).model))
+        m_.mig_parted_configs[c_.spec(n).name] = MigPartedConfig(c_, n, m_.strategy);
+  }
   for (State s : state_) {
     if (s == State::kAbandoned) ++m_.abandoned;
     if (s == State::kQueued) ++m_.never_placed;

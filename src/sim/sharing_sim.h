@@ -92,6 +92,11 @@ struct SharingMetrics {
   // (strategies that give reasons only).
   std::vector<std::string> explanations;
   std::vector<std::string> reconfiguration_reasons;
+  // Every MIG change as "t=<s>s <node> GPU <g>: destroy|create <profile>@<start>" lines, and at
+  // the end, per node with MIG-capable GPUs, its state as an NVIDIA mig-parted config (named
+  // after the strategy). Empty for strategies that never change MIG state.
+  std::vector<std::string> mig_diff_log;
+  std::map<std::string, std::string> mig_parted_configs;
 };
 
 Result<SharingMetrics> SimulateSharing(const SharingScenario& scenario,
