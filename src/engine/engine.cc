@@ -37,6 +37,7 @@ std::string RejectReasons::Summary() const {
   add(memory, "insufficient memory");
   add(gpu_model, "GPU model not allowed");
   add(gpu, "not enough GPUs with the requested share free");
+  add(excluded, "excluded by topology or reservation");
   out.pop_back();
   return out;
 }
@@ -86,7 +87,8 @@ void Engine::EnsureOrder(size_t num_nodes) {
   rank_.insert(rank_.end(), extra.begin(), extra.end());
 }
 
-Decision Engine::Decide(const ClusterState& state, WorkloadId id, const Demand& demand) {
+Decision Engine::Decide(const ClusterState& state, WorkloadId id, const Demand& demand,
+                        const std::vector<uint8_t>* allowed) {
   EnsureOrder(state.num_nodes());
   Decision dec;
   dec.workload = id;
@@ -94,6 +96,10 @@ Decision Engine::Decide(const ClusterState& state, WorkloadId id, const Demand& 
   feasible_.clear();
   const auto all = state.all_free();
   for (NodeIdx n = 0; n < all.size(); ++n) {
+    if (allowed && (n >= allowed->size() || !(*allowed)[n])) {
+      ++dec.reasons.excluded;
+      continue;
+    }
     const FilterVerdict v = FilterNode(all[n], demand);
     if (v == FilterVerdict::kFits) {
       feasible_.push_back(n);

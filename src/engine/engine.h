@@ -27,7 +27,8 @@ struct RejectReasons {
   int64_t cpu = 0;
   int64_t memory = 0;
   int64_t gpu_model = 0;
-  int64_t gpu = 0;  // not enough GPUs with the requested share free
+  int64_t gpu = 0;       // not enough GPUs with the requested share free
+  int64_t excluded = 0;  // left out by the caller (topology, reservations)
   void Count(FilterVerdict v);
   std::string Summary() const;
 };
@@ -61,8 +62,11 @@ class Engine {
   // Forwards an arrival to the scorer (see Scorer::Observe).
   void Observe(const Demand& d) { scorer_->Observe(d); }
 
-  // Chooses a node and GPUs for one workload without changing the cluster.
-  Decision Decide(const ClusterState& state, WorkloadId id, const Demand& demand);
+  // Chooses a node and GPUs for one workload without changing the cluster. With `allowed`
+  // (one byte per node, non-zero = may be used), other nodes are left out and counted as
+  // excluded.
+  Decision Decide(const ClusterState& state, WorkloadId id, const Demand& demand,
+                  const std::vector<uint8_t>* allowed = nullptr);
 
   // Decides the workloads in order, allocating each placed one before deciding the next.
   // Returns the plan (placed and unplaced decisions). Fails only if an allocation the engine

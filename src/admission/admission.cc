@@ -1,0 +1,870 @@
+#include "admission/admission.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace tessera {
+
+std::string Resources::ToString() const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.2f GPU-eq, %g CPU, %g GiB", static_cast<double>(gpu) / 1000.0,
+                static_cast<double>(cpu) / 1000.0, static_cast<double>(memory) / 1024.0);
+  return buf;
+}
+
+Status AdmissionConfig::Validate() const {
+  if (!(usage_half_life_s >= 0)) return InvalidArgument("usage_half_life_s must be >= 0");
+  if (!(min_runtime_s >= 0)) return InvalidArgument("min_runtime_s must be >= 0");
+  for (const auto& [model, w] : gpu_equivalents) {
+    if (!GpuCatalog::Builtin().Find(model))
+      return InvalidArgument("gpu_equivalents: unknown GPU model '" + model + "'");
+    if (!(w > 0) || w > 1000)
+      return InvalidArgument("gpu_equivalents: weight of " + model + " must be in (0, 1000]");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr int kDims = 3;
+
+std::string Gpu2(int64_t milli) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(milli) / 1000.0);
+  return buf;
+}
+
+int64_t Dim(const Resources& r, int d) {
+  return d == 0 ? r.gpu : d == 1 ? r.cpu : r.memory;
+}
+
+Resources Max0(const Resources& r) {
+  return {std::max<int64_t>(0, r.gpu), std::max<int64_t>(0, r.cpu), std::max<int64_t>(0, r.memory)};
+}
+
+Resources Min(const Resources& a, const Resources& b) {
+  return {std::min(a.gpu, b.gpu), std::min(a.cpu, b.cpu), std::min(a.memory, b.memory)};
+}
+
+const char* DimName(int d) {
+  return d == 0 ? "GPU" : d == 1 ? "CPU" : "memory";
+}
+
+}  // namespace
+
+struct Admission::Impl {
+  struct Job {
+    JobSpec spec;
+    int queue = 0;
+    JobState st = JobState::kPending;
+    double start = -1;
+    double waiting_since = 0;
+    int flavor = -1;  // while running: index into the queue's flavors
+    Resources charged;
+    std::vector<WorkloadId> pods;  // running pod ids
+    std::vector<Placement> placements;
+    std::string why;
+    bool timed_out = false;
+    bool has_reservation = false;
+    int res_flavor = -1;
+    Resources res_charge;
+    std::vector<uint8_t> reserved;  // nodes held by this job's reservation
+  };
+  struct QueueState {
+    std::vector<Resources> usage;       // per flavor: running + reserved
+    std::vector<Resources> reserved;    // per flavor: reserved part
+    double decayed[kDims] = {0, 0, 0};  // exponentially averaged usage
+    int pending = 0, running = 0;
+  };
+
+  Admission* self;
+  std::unordered_map<WorkloadId, Job> jobs;
+  std::vector<QueueState> qs;
+  std::unordered_map<std::string, int> queue_index;
+  std::vector<std::vector<int>> cohort_members;  // per queue: queues of its cohort (incl. itself)
+  std::vector<double> gpu_eq;                    // per catalog model
+  double last_now = -1;
+  double capacity[kDims] = {1, 1, 1};
+
+  explicit Impl(Admission* a) : self(a) {}
+
+  const QueueSpec& Q(int q) const { return self->queues_[q]; }
+
+  int64_t EqMilli(GpuModelId m, int64_t milli) const {
+    const double w = m < gpu_eq.size() ? gpu_eq[m] : 1.0;
+    return static_cast<int64_t>(std::llround(static_cast<double>(milli) * w));
+  }
+
+  // Smallest GPU-equivalent weight among the models a flavor (and the pod) allow: a quota
+  // check with it is a lower bound of the real charge, known once the pods are placed.
+  double MinWeight(ModelMask models) const {
+    double w = 0;
+    for (size_t m = 0; m < gpu_eq.size(); ++m)
+      if (models == 0 || ((models >> m) & 1)) w = w == 0 ? gpu_eq[m] : std::min(w, gpu_eq[m]);
+    return w > 0 ? w : 1.0;
+  }
+
+  Resources PodCharge(const Demand& d, GpuModelId model) const {
+    return {d.num_gpu > 0 ? EqMilli(model, d.TotalMilliGpu()) : 0, d.cpu.v, d.memory.v};
+  }
+
+  Resources EstimateCharge(const JobSpec& j, int pods, ModelMask models) const {
+    const double w = MinWeight(models);
+    const int64_t g =
+        static_cast<int64_t>(std::llround(static_cast<double>(j.pod.TotalMilliGpu()) * w));
+    return {g * pods, j.pod.cpu.v * pods, j.pod.memory.v * pods};
+  }
+
+  int FlavorOf(int q, const std::string& name) const {
+    const auto& fl = Q(q).flavors;
+    for (size_t i = 0; i < fl.size(); ++i)
+      if (fl[i].name == name) return static_cast<int>(i);
+    return -1;
+  }
+
+  // Quota check of `r` more for queue q on flavor f. Ok, or the exact reason.
+  Status QuotaFits(int q, int f, const Resources& r, bool* borrows) const {
+    const FlavorQuota& fq = Q(q).flavors[f];
+    const Resources& u = qs[q].usage[f];
+    const Resources after = u + r;
+    if (borrows) *borrows = !after.FitsIn(fq.nominal);
+    if (after.FitsIn(fq.nominal)) return Status::Ok();
+    const Resources need = Max0(after - fq.nominal);
+    if (fq.borrowing_limit && !after.FitsIn(fq.nominal + *fq.borrowing_limit)) {
+      for (int d = 0; d < kDims; ++d) {
+        if (Dim(after, d) > Dim(fq.nominal + *fq.borrowing_limit, d))
+          return ResourceExhausted(std::string(DimName(d)) + " borrowing limit of " + fq.name +
+                                   " in " + Q(q).name + " reached (" + Usage(u, fq, d) + ", " +
+                                   Amount(r, d) + " asked)");
+      }
+    }
+    const Resources pool = Lendable(q, fq.name);
+    for (int d = 0; d < kDims; ++d) {
+      if (Dim(need, d) > Dim(pool, d)) {
+        if (Q(q).cohort.empty())
+          return ResourceExhausted("quota of " + fq.name + " in " + Q(q).name + " exhausted (" +
+                                   Usage(u, fq, d) + ", " + Amount(r, d) +
+                                   " asked; no cohort to borrow from)");
+        return ResourceExhausted("quota of " + fq.name + " in " + Q(q).name + " exhausted (" +
+                                 Usage(u, fq, d) + ", " + Amount(r, d) + " asked; cohort " +
+                                 Q(q).cohort + " lends " + Amount(pool, d) + ", " +
+                                 Amount(Max0(pool - Max0(u - fq.nominal)), d) + " of it left)");
+      }
+    }
+    return Status::Ok();
+  }
+
+  std::string Amount(const Resources& r, int d) const {
+    if (d == 0) return Gpu2(r.gpu) + " GPU-eq";
+    if (d == 1) return Gpu2(r.cpu) + " CPU";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(r.memory) / 1024.0);
+    return buf;
+  }
+  std::string Usage(const Resources& u, const FlavorQuota& fq, int d) const {
+    return Amount(u, d) + " used of " + Amount(fq.nominal, d);
+  }
+
+  // Capacity the rest of q's cohort can lend on flavor `name`, after what is already borrowed.
+  Resources Lendable(int q, const std::string& name) const {
+    Resources lend, borrowed;
+    for (int o : cohort_members[q]) {
+      const int f = FlavorOf(o, name);
+      if (f < 0) continue;
+      const FlavorQuota& fq = Q(o).flavors[f];
+      const Resources& u = qs[o].usage[f];
+      const Resources own = Min(u, fq.nominal);
+      if (o == q) continue;
+      borrowed += Max0(u - fq.nominal);
+      Resources cap = Max0(fq.nominal - own);
+      if (fq.lending_limit) cap = Min(cap, *fq.lending_limit);
+      lend += cap;
+    }
+    return Max0(lend - borrowed);
+  }
+
+  bool WithinNominal(const Job& j) const {
+    const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;
+    for (size_t f = 0; f < Q(j.queue).flavors.size(); ++f) {
+      const FlavorQuota& fq = Q(j.queue).flavors[f];
+      const Resources est = EstimateCharge(j.spec, need, fq.models);
+      if ((qs[j.queue].usage[f] + est).FitsIn(fq.nominal)) return true;
+    }
+    return false;
+  }
+
+  bool Borrowing(int q, int f) const { return !qs[q].usage[f].FitsIn(Q(q).flavors[f].nominal); }
+
+  double Share(int q) const {
+    const QueueState& s = qs[q];
+    Resources u;
+    for (const auto& x : s.usage) u += x;
+    const double w = Q(q).weight;
+    double share = 0;
+    const double cur[kDims] = {static_cast<double>(u.gpu), static_cast<double>(u.cpu),
+                               static_cast<double>(u.memory)};
+    const bool decay = self->config_.usage_half_life_s > 0;
+    for (int d = 0; d < kDims; ++d) {
+      const double v = decay ? 0.5 * s.decayed[d] + 0.5 * cur[d] : cur[d];
+      share = std::max(share, v / (w * capacity[d]));
+    }
+    return share;
+  }
+
+  void Decay(double now) {
+    if (last_now < 0) {
+      last_now = now;
+      return;
+    }
+    const double dt = now - last_now;
+    last_now = now;
+    const double h = self->config_.usage_half_life_s;
+    if (h <= 0 || dt <= 0) return;
+    const double keep = std::exp2(-dt / h);
+    for (auto& s : qs) {
+      Resources u;
+      for (const auto& x : s.usage) u += x;
+      const double cur[kDims] = {static_cast<double>(u.gpu), static_cast<double>(u.cpu),
+                                 static_cast<double>(u.memory)};
+      for (int d = 0; d < kDims; ++d) s.decayed[d] = keep * s.decayed[d] + (1 - keep) * cur[d];
+    }
+  }
+
+  // Nodes no other job's reservation holds (for `job`), or nullptr when none is held.
+  std::vector<uint8_t> free_mask;
+  bool any_reservation = false;
+  void BuildFreeMask(size_t nodes) {
+    free_mask.assign(nodes, 1);
+    any_reservation = false;
+    for (const auto& [id, j] : jobs) {
+      if (!j.has_reservation) continue;
+      any_reservation = true;
+      for (size_t n = 0; n < j.reserved.size() && n < nodes; ++n)
+        if (j.reserved[n]) free_mask[n] = 0;
+    }
+  }
+
+  // Tries to place min_member..pods pods of job j with pod demand `d`; all or nothing.
+  // On success the pods are allocated and recorded in j.
+  bool PlaceGang(ClusterState& state, Job& j, const Demand& d, std::string* why) {
+    const int want = j.spec.pods;
+    const int need = j.spec.min_member > 0 ? j.spec.min_member : want;
+    const size_t nodes = state.num_nodes();
+    // Allowed nodes: not reserved by another job (backfill), plus the job's own reservation.
+    std::vector<uint8_t> base(nodes, 1);
+    bool restricted = false;
+    if (any_reservation) {
+      for (size_t n = 0; n < nodes; ++n) {
+        base[n] = free_mask[n] || (j.has_reservation && n < j.reserved.size() && j.reserved[n]);
+        restricted |= !base[n];
+      }
+    }
+    // Topology groups: same node, or same label value.
+    std::vector<std::vector<NodeIdx>> groups;
+    if (j.spec.topology == TopologyKind::kSameNode) {
+      for (NodeIdx n = 0; n < nodes; ++n)
+        if (base[n]) groups.push_back({n});
+    } else if (j.spec.topology == TopologyKind::kSameLabel) {
+      std::map<std::string, std::vector<NodeIdx>> by;
+      for (NodeIdx n = 0; n < nodes; ++n) {
+        if (!base[n]) continue;
+        auto it = state.spec(n).labels.find(j.spec.topology_label);
+        if (it != state.spec(n).labels.end()) by[it->second].push_back(n);
+      }
+      for (auto& [v, ns] : by) groups.push_back(std::move(ns));
+    }
+    auto attempt = [&](const std::vector<uint8_t>* allowed, std::string* reason) {
+      std::vector<WorkloadId> ids;
+      std::vector<Placement> places;
+      for (int i = 0; i < want; ++i) {
+        const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(i);
+        Decision dec = self->engine_.Decide(state, pid, d, allowed);
+        if (!dec.placed) {
+          if (reason && static_cast<int>(ids.size()) < need) *reason = dec.reasons.Summary();
+          break;
+        }
+        if (!state.Allocate(pid, d, dec.placement).ok()) break;
+        ids.push_back(pid);
+        places.push_back(dec.placement);
+      }
+      if (static_cast<int>(ids.size()) < need) {
+        for (auto it = ids.rbegin(); it != ids.rend(); ++it) (void)state.Release(*it);
+        if (reason && need > 1)
+          *reason = "gang placed " + std::to_string(ids.size()) + " of " + std::to_string(need) +
+                    " pods (" + *reason + ")";
+        return false;
+      }
+      j.pods = std::move(ids);
+      j.placements = std::move(places);
+      return true;
+    };
+    if (j.spec.topology == TopologyKind::kNone) {
+      return attempt(restricted ? &base : nullptr, why);
+    }
+    if (groups.empty()) {
+      *why = j.spec.topology == TopologyKind::kSameLabel
+                 ? "no node carries label " + j.spec.topology_label
+                 : "no node available";
+      return false;
+    }
+    // Cheap capacity screen, then try groups with the most free GPU first.
+    std::vector<std::pair<int64_t, size_t>> order;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      int64_t slots = 0, cpu = 0, mem = 0;
+      for (NodeIdx n : groups[g]) {
+        const NodeFree& f = state.free(n);
+        cpu += f.cpu;
+        mem += f.memory;
+        if (d.num_gpu == 0) continue;
+        if (!d.AllowsModel(f.model)) continue;
+        int per = 0;
+        for (int k = 0; k < f.gpu_count; ++k) per += d.gpu_milli > 0 ? f.gpu[k] / d.gpu_milli : 0;
+        slots += per / d.num_gpu;
+      }
+      const bool fits =
+          cpu >= d.cpu.v * need && mem >= d.memory.v * need && (d.num_gpu == 0 || slots >= need);
+      if (fits) order.push_back({-slots, g});
+    }
+    std::sort(order.begin(), order.end());
+    if (order.empty()) {
+      *why = "gang of " + std::to_string(need) + " finds no " +
+             (j.spec.topology == TopologyKind::kSameNode
+                  ? std::string("single node")
+                  : "group with label " + j.spec.topology_label) +
+             " with room for all of it";
+      return false;
+    }
+    const size_t tries = std::min<size_t>(order.size(), 16);
+    std::vector<uint8_t> allowed(nodes, 0);
+    for (size_t t = 0; t < tries; ++t) {
+      std::fill(allowed.begin(), allowed.end(), 0);
+      for (NodeIdx n : groups[order[t].second]) allowed[n] = 1;
+      if (attempt(&allowed, why)) return true;
+    }
+    return false;
+  }
+
+  void Release(ClusterState& state, Job& j) {
+    for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
+    j.pods.clear();
+    j.placements.clear();
+    qs[j.queue].usage[j.flavor] -= j.charged;
+    --qs[j.queue].running;
+    j.charged = {};
+    j.flavor = -1;
+  }
+
+  void DropReservation(Job& j) {
+    if (!j.has_reservation) return;
+    qs[j.queue].usage[j.res_flavor] -= j.res_charge;
+    qs[j.queue].reserved[j.res_flavor] -= j.res_charge;
+    j.has_reservation = false;
+    j.reserved.clear();
+    j.res_charge = {};
+    j.res_flavor = -1;
+  }
+
+  // Admits j on flavor f if quota and placement allow. Fills j.why otherwise.
+  bool TryAdmit(ClusterState& state, Job& j, int f, double now, bool* placement_failed) {
+    const FlavorQuota& fq = Q(j.queue).flavors[f];
+    Demand d = j.spec.pod;
+    if (d.num_gpu > 0 && fq.models != 0) {
+      d.models = d.models == 0 ? fq.models : (d.models & fq.models);
+      if (d.models == 0) {
+        j.why = "flavor " + fq.name + " has none of the GPU models the job allows";
+        return false;
+      }
+    }
+    const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;
+    // A reservation's charge is already in usage: check only the remainder.
+    Resources est = EstimateCharge(j.spec, need, d.models);
+    if (j.has_reservation && j.res_flavor == f) est = Max0(est - j.res_charge);
+    Status q = QuotaFits(j.queue, f, est, nullptr);
+    if (!q.ok()) {
+      j.why = q.message();
+      return false;
+    }
+    std::string why;
+    if (!PlaceGang(state, j, d, &why)) {
+      *placement_failed = true;
+      j.why = "no placement: " + why;
+      return false;
+    }
+    Resources charge;
+    for (size_t i = 0; i < j.pods.size(); ++i)
+      charge += PodCharge(d, state.free(j.placements[i].node).model);
+    Resources exact = charge;
+    if (j.has_reservation && j.res_flavor == f) exact = Max0(exact - j.res_charge);
+    Status exact_fit = QuotaFits(j.queue, f, exact, nullptr);
+    if (!exact_fit.ok()) {
+      for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
+      j.pods.clear();
+      j.placements.clear();
+      j.why = exact_fit.message();
+      return false;
+    }
+    DropReservation(j);
+    j.flavor = f;
+    j.charged = charge;
+    j.st = JobState::kRunning;
+    j.start = now;
+    j.why.clear();
+    j.timed_out = false;
+    qs[j.queue].usage[f] += charge;
+    --qs[j.queue].pending;
+    ++qs[j.queue].running;
+    return true;
+  }
+
+  // Reserves nodes for a blocked gang: the nodes with the most GPU capacity not held by other
+  // reservations, until their total capacity covers the gang.
+  void Reserve(ClusterState& state, Job& j, int f) {
+    const Demand& d = j.spec.pod;
+    const FlavorQuota& fq = Q(j.queue).flavors[f];
+    const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;
+    ModelMask models = d.models;
+    if (fq.models != 0) models = models == 0 ? fq.models : (models & fq.models);
+    std::vector<std::pair<int64_t, NodeIdx>> cand;
+    for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
+      if (!free_mask.empty() && !free_mask[n]) continue;
+      const NodeSpec& s = state.spec(n);
+      if (d.num_gpu > 0 && (s.gpu_count < d.num_gpu || (models != 0 && !((models >> s.model) & 1))))
+        continue;
+      if (s.cpu.v < d.cpu.v || s.memory.v < d.memory.v) continue;
+      const NodeFree& fr = state.free(n);
+      cand.push_back({-(static_cast<int64_t>(fr.gpu_total) * 4 + s.gpu_count), n});
+    }
+    std::sort(cand.begin(), cand.end());
+    int64_t slots = 0;
+    std::vector<uint8_t> mask(state.num_nodes(), 0);
+    for (const auto& [key, n] : cand) {
+      if (slots >= need) break;
+      const NodeSpec& s = state.spec(n);
+      const int64_t by_gpu =
+          d.num_gpu > 0 ? (s.gpu_count * (1000 / std::max(1, d.gpu_milli))) / d.num_gpu : need;
+      const int64_t by_cpu = d.cpu.v > 0 ? s.cpu.v / d.cpu.v : need;
+      slots += std::min(by_gpu, by_cpu);
+      mask[n] = 1;
+      if (j.spec.topology == TopologyKind::kSameNode) {
+        if (slots >= need) break;
+        slots = 0;
+        std::fill(mask.begin(), mask.end(), 0);
+      }
+    }
+    if (slots < need) return;
+    const Resources charge = EstimateCharge(j.spec, need, models);
+    if (!QuotaFits(j.queue, f, charge, nullptr).ok()) return;
+    j.has_reservation = true;
+    j.reserved = std::move(mask);
+    j.res_flavor = f;
+    j.res_charge = charge;
+    qs[j.queue].usage[f] += charge;
+    qs[j.queue].reserved[f] += charge;
+    for (size_t n = 0; n < j.reserved.size(); ++n)
+      if (j.reserved[n]) free_mask[n] = 0;
+    any_reservation = true;
+  }
+
+  std::string ReservedNodes(const ClusterState& state, const Job& j) const {
+    std::string out;
+    int shown = 0, total = 0;
+    for (size_t n = 0; n < j.reserved.size(); ++n) {
+      if (!j.reserved[n]) continue;
+      ++total;
+      if (shown++ < 4) out += (out.empty() ? "" : ",") + state.spec(static_cast<NodeIdx>(n)).name;
+    }
+    if (total > 4) out += ",... (" + std::to_string(total) + " nodes)";
+    return out;
+  }
+
+  // Preemption for j on flavor f. Returns true if j was admitted after evicting victims.
+  bool Preempt(ClusterState& state, Job& j, int f, double now, CycleResult& out) {
+    const QueueSpec& qspec = Q(j.queue);
+    const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;
+    const Resources est = EstimateCharge(j.spec, need, j.spec.pod.models);
+    // Reclaim only when the job keeps its queue within nominal quota.
+    const bool within_nominal = (qs[j.queue].usage[f] + est).FitsIn(qspec.flavors[f].nominal);
+    struct Cand {
+      WorkloadId id;
+      double lost;  // GPU-seconds of progress lost
+      int priority;
+      double start;
+      bool reclaim;
+    };
+    std::vector<Cand> cands;
+    for (auto& [id, v] : jobs) {
+      if (v.st != JobState::kRunning || id == j.spec.id) continue;
+      if (now - v.start < self->config_.min_runtime_s) continue;
+      bool ok = false, reclaim = false;
+      if (v.queue == j.queue && qspec.preempt_within_queue && v.spec.priority < j.spec.priority)
+        ok = true;
+      if (!ok && qspec.reclaim && within_nominal && v.queue != j.queue && !qspec.cohort.empty() &&
+          Q(v.queue).cohort == qspec.cohort) {
+        const int vf = FlavorOf(v.queue, qspec.flavors[f].name);
+        if (vf >= 0 && vf == v.flavor && Borrowing(v.queue, vf)) ok = reclaim = true;
+      }
+      if (!ok) continue;
+      const double gpus = static_cast<double>(v.spec.pod.TotalMilliGpu()) / 1000.0 *
+                          static_cast<double>(v.pods.size());
+      cands.push_back({id, gpus * (now - v.start), v.spec.priority, v.start, reclaim});
+    }
+    if (cands.empty()) return false;
+    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+      if (a.lost != b.lost) return a.lost < b.lost;
+      if (a.priority != b.priority) return a.priority < b.priority;
+      if (a.start != b.start) return a.start > b.start;
+      return a.id < b.id;
+    });
+    // Greedy: evict until j fits, then put back the victims it does not need (reverse order).
+    struct Saved {
+      WorkloadId id;
+      std::vector<WorkloadId> pods;
+      std::vector<Placement> places;
+      int flavor;
+      Resources charged;
+    };
+    std::vector<Saved> taken;
+    auto evict = [&](WorkloadId id) {
+      Job& v = jobs.at(id);
+      taken.push_back({id, v.pods, v.placements, v.flavor, v.charged});
+      Release(state, v);
+    };
+    auto restore = [&](const Saved& s) {
+      Job& v = jobs.at(s.id);
+      Demand d = v.spec.pod;
+      for (size_t i = 0; i < s.pods.size(); ++i) {
+        Demand pd = d;
+        pd.models = 0;
+        (void)state.Allocate(s.pods[i], pd, s.places[i]);
+      }
+      v.pods = s.pods;
+      v.placements = s.places;
+      v.flavor = s.flavor;
+      v.charged = s.charged;
+      qs[v.queue].usage[s.flavor] += s.charged;
+      ++qs[v.queue].running;
+    };
+    auto fits = [&]() {
+      bool pf = false;
+      Job probe = j;
+      const QueueState saved = qs[j.queue];
+      if (!TryAdmit(state, probe, f, now, &pf)) return false;
+      for (auto it = probe.pods.rbegin(); it != probe.pods.rend(); ++it) (void)state.Release(*it);
+      qs[j.queue] = saved;
+      return true;
+    };
+    size_t k = 0;
+    bool ok = false;
+    for (; k < cands.size(); ++k) {
+      evict(cands[k].id);
+      if (fits()) {
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) {
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) restore(*it);
+      return false;
+    }
+    // Drop victims that are not needed, latest first (the last one is needed by construction).
+    std::vector<Saved> victims;
+    victims.push_back(taken.back());
+    for (int i = static_cast<int>(taken.size()) - 2; i >= 0; --i) {
+      restore(taken[i]);
+      if (fits()) continue;  // not needed
+      Job& v = jobs.at(taken[i].id);
+      Release(state, v);
+      victims.push_back(taken[i]);
+    }
+    bool pf = false;
+    if (!TryAdmit(state, j, f, now, &pf)) {
+      for (auto it = victims.rbegin(); it != victims.rend(); ++it) restore(*it);
+      return false;
+    }
+    for (const Saved& s : victims) {
+      Job& v = jobs.at(s.id);
+      v.st = JobState::kPending;
+      v.start = -1;
+      v.waiting_since = now;
+      ++qs[v.queue].pending;
+      const bool reclaim =
+          v.queue != j.queue;  // within-queue preemption needs a strictly higher priority
+      v.why = reclaim ? "preempted: " + Q(j.queue).name + " reclaimed its lent quota of " +
+                            Q(j.queue).flavors[f].name + " for " + j.spec.name
+                      : "preempted by " + j.spec.name + " (priority " +
+                            std::to_string(j.spec.priority) + " > " +
+                            std::to_string(v.spec.priority) + ")";
+      out.preempted.push_back({s.id, j.spec.id, v.why});
+    }
+    return true;
+  }
+};
+
+Admission::Admission(std::vector<QueueSpec> queues, AdmissionConfig config,
+                     std::unique_ptr<Scorer> scorer, uint64_t seed)
+    : queues_(std::move(queues)),
+      config_(std::move(config)),
+      engine_(std::move(scorer), seed),
+      impl_(std::make_shared<Impl>(this)) {}
+
+Result<std::unique_ptr<Admission>> Admission::Create(std::vector<QueueSpec> queues,
+                                                     AdmissionConfig config,
+                                                     std::unique_ptr<Scorer> scorer,
+                                                     uint64_t seed) {
+  TESSERA_RETURN_IF_ERROR(config.Validate());
+  if (!scorer) return InvalidArgument("admission needs a placement policy");
+  if (queues.empty()) return InvalidArgument("no queues");
+  std::set<std::string> names;
+  for (const auto& q : queues) {
+    if (q.name.empty()) return InvalidArgument("a queue has no name");
+    if (!names.insert(q.name).second) return InvalidArgument("duplicate queue '" + q.name + "'");
+    if (!(q.weight > 0)) return InvalidArgument("queue '" + q.name + "': weight must be > 0");
+    if (q.flavors.empty()) return InvalidArgument("queue '" + q.name + "' has no flavor");
+    std::set<std::string> fl;
+    for (const auto& f : q.flavors) {
+      const std::string where = "queue '" + q.name + "' flavor '" + f.name + "'";
+      if (f.name.empty()) return InvalidArgument("queue '" + q.name + "': a flavor has no name");
+      if (!fl.insert(f.name).second) return InvalidArgument(where + " listed twice");
+      auto neg = [](const Resources& r) { return r.gpu < 0 || r.cpu < 0 || r.memory < 0; };
+      if (neg(f.nominal)) return InvalidArgument(where + ": negative nominal quota");
+      if (f.borrowing_limit && neg(*f.borrowing_limit))
+        return InvalidArgument(where + ": negative borrowing limit");
+      if (f.lending_limit && neg(*f.lending_limit))
+        return InvalidArgument(where + ": negative lending limit");
+      if (f.lending_limit && !f.lending_limit->FitsIn(f.nominal))
+        return InvalidArgument(where + ": lending limit above nominal quota");
+      if ((f.borrowing_limit || f.lending_limit) && q.cohort.empty())
+        return InvalidArgument(where + ": borrowing/lending limits need a cohort");
+    }
+  }
+  auto a = std::unique_ptr<Admission>(
+      new Admission(std::move(queues), std::move(config), std::move(scorer), seed));
+  Impl& im = *a->impl_;
+  const GpuCatalog& cat = GpuCatalog::Builtin();
+  im.gpu_eq.assign(cat.size(), 1.0);
+  for (const auto& [model, w] : a->config_.gpu_equivalents) im.gpu_eq[*cat.Find(model)] = w;
+  im.qs.resize(a->queues_.size());
+  im.cohort_members.resize(a->queues_.size());
+  for (size_t i = 0; i < a->queues_.size(); ++i) {
+    im.queue_index[a->queues_[i].name] = static_cast<int>(i);
+    im.qs[i].usage.assign(a->queues_[i].flavors.size(), {});
+    im.qs[i].reserved.assign(a->queues_[i].flavors.size(), {});
+    for (size_t k = 0; k < a->queues_.size(); ++k) {
+      if (k == i || (!a->queues_[i].cohort.empty() && a->queues_[k].cohort == a->queues_[i].cohort))
+        im.cohort_members[i].push_back(static_cast<int>(k));
+    }
+  }
+  return a;
+}
+
+int64_t Admission::GpuEquivalentMilli(GpuModelId model, int64_t milli_gpu) const {
+  return impl_->EqMilli(model, milli_gpu);
+}
+
+Status Admission::Submit(const JobSpec& job) {
+  Impl& im = *impl_;
+  auto q = im.queue_index.find(job.queue);
+  if (q == im.queue_index.end())
+    return InvalidArgument("job '" + job.name + "': unknown queue '" + job.queue + "'");
+  if (im.jobs.count(job.id)) return InvalidArgument("duplicate job id " + std::to_string(job.id));
+  if (job.pods < 1 || static_cast<WorkloadId>(job.pods) >= kPodsPerJob)
+    return InvalidArgument("job '" + job.name + "': pods must be 1.." +
+                           std::to_string(kPodsPerJob - 1));
+  if (job.min_member < 0 || job.min_member > job.pods)
+    return InvalidArgument("job '" + job.name + "': min_member must be 0..pods");
+  const Demand& d = job.pod;
+  if (d.cpu.v < 0 || d.memory.v < 0 || d.num_gpu < 0 || d.gpu_milli < 0 || d.gpu_milli > 1000 ||
+      (d.num_gpu == 0) != (d.gpu_milli == 0) || (d.num_gpu > 1 && d.gpu_milli != 1000) ||
+      d.num_gpu > kMaxGpusPerNode)
+    return InvalidArgument("job '" + job.name + "': invalid pod demand");
+  if (job.topology == TopologyKind::kSameLabel && job.topology_label.empty())
+    return InvalidArgument("job '" + job.name + "': label topology without a label key");
+  if (job.id > (~WorkloadId{0}) / kPodsPerJob - 1)
+    return InvalidArgument("job id " + std::to_string(job.id) + " too large");
+  Impl::Job j;
+  j.spec = job;
+  j.queue = q->second;
+  j.waiting_since = job.arrival;
+  j.why = "not yet considered by a scheduling cycle";
+  ++im.qs[j.queue].pending;
+  im.jobs.emplace(job.id, std::move(j));
+  return Status::Ok();
+}
+
+Status Admission::Finish(ClusterState& state, WorkloadId job) {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kRunning)
+    return NotFound("job " + std::to_string(job) + " is not running");
+  impl_->Release(state, it->second);
+  it->second.st = JobState::kFinished;
+  return Status::Ok();
+}
+
+Status Admission::Cancel(WorkloadId job) {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kPending)
+    return NotFound("job " + std::to_string(job) + " is not pending");
+  impl_->DropReservation(it->second);
+  --impl_->qs[it->second.queue].pending;
+  impl_->jobs.erase(it);
+  return Status::Ok();
+}
+
+Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
+  Impl& im = *impl_;
+  CycleResult out;
+  im.Decay(now);
+  // Cluster capacity for the shares.
+  {
+    int64_t gpu = 0, cpu = 0, mem = 0;
+    for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
+      const NodeSpec& s = state.spec(n);
+      cpu += s.cpu.v;
+      mem += s.memory.v;
+      if (s.gpu_count > 0) gpu += im.EqMilli(s.model, 1000LL * s.gpu_count);
+    }
+    im.capacity[0] = std::max<double>(1, static_cast<double>(gpu));
+    im.capacity[1] = std::max<double>(1, static_cast<double>(cpu));
+    im.capacity[2] = std::max<double>(1, static_cast<double>(mem));
+  }
+  // Pending jobs per queue, in (priority desc, arrival, id) order.
+  std::vector<std::vector<WorkloadId>> per_queue(queues_.size());
+  for (auto& [id, j] : im.jobs) {
+    if (j.st != JobState::kPending) continue;
+    if (j.spec.gang_timeout_s > 0 && j.has_reservation &&
+        now - j.waiting_since > j.spec.gang_timeout_s) {
+      im.DropReservation(j);
+      j.timed_out = true;
+    }
+    per_queue[j.queue].push_back(id);
+  }
+  for (auto& v : per_queue) {
+    std::sort(v.begin(), v.end(), [&](WorkloadId a, WorkloadId b) {
+      const auto& x = im.jobs.at(a).spec;
+      const auto& y = im.jobs.at(b).spec;
+      if (x.priority != y.priority) return x.priority > y.priority;
+      if (x.arrival != y.arrival) return x.arrival < y.arrival;
+      return a < b;
+    });
+  }
+  im.BuildFreeMask(state.num_nodes());
+  std::vector<size_t> head(queues_.size(), 0);
+  std::vector<bool> blocked(queues_.size(), false);  // strict FIFO: head could not be admitted
+  // Quota failures remembered per (queue, flavor): a later job needing at least as much fails too.
+  while (true) {
+    // Next job: highest priority head, then lowest queue share, then earliest arrival.
+    int best = -1;
+    for (size_t q = 0; q < queues_.size(); ++q) {
+      if (blocked[q] || head[q] >= per_queue[q].size()) continue;
+      if (best < 0) {
+        best = static_cast<int>(q);
+        continue;
+      }
+      const auto& a = im.jobs.at(per_queue[q][head[q]]).spec;
+      const auto& b = im.jobs.at(per_queue[best][head[best]]).spec;
+      if (a.priority != b.priority) {
+        if (a.priority > b.priority) best = static_cast<int>(q);
+        continue;
+      }
+      // Jobs that fit their queue's nominal quota go before jobs that would borrow.
+      const bool na = im.WithinNominal(im.jobs.at(per_queue[q][head[q]]));
+      const bool nb = im.WithinNominal(im.jobs.at(per_queue[best][head[best]]));
+      if (na != nb) {
+        if (na) best = static_cast<int>(q);
+        continue;
+      }
+      if (config_.fair_sharing) {
+        const double sa = im.Share(static_cast<int>(q)), sb = im.Share(best);
+        if (sa != sb) {
+          if (sa < sb) best = static_cast<int>(q);
+          continue;
+        }
+      }
+      if (a.arrival != b.arrival ? a.arrival < b.arrival : a.id < b.id) best = static_cast<int>(q);
+    }
+    if (best < 0) break;
+    Impl::Job& j = im.jobs.at(per_queue[best][head[best]++]);
+    bool admitted = false, placement_failed = false;
+    int first_flavor = -1;
+    std::string first_why;
+    for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f) {
+      bool pf = false;
+      admitted = im.TryAdmit(state, j, static_cast<int>(f), now, &pf);
+      if (!admitted) {
+        if (first_flavor < 0 || (pf && !placement_failed)) {
+          first_flavor = static_cast<int>(f);
+          first_why = j.why;
+        }
+        placement_failed |= pf;
+      }
+    }
+    if (!admitted && config_.preemption) {
+      for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f)
+        admitted = im.Preempt(state, j, static_cast<int>(f), now, out);
+    }
+    if (admitted) {
+      out.admitted.push_back(j.spec.id);
+      continue;
+    }
+    j.why = first_why;
+    const bool gang = j.spec.pods > 1 || j.spec.pod.num_gpu > 1;
+    if (placement_failed && gang && config_.reservations && !j.timed_out) {
+      if (!j.has_reservation) im.Reserve(state, j, first_flavor);
+      if (j.has_reservation) {
+        const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;
+        j.why = "gang of " + std::to_string(need) + " holds a reservation on " +
+                im.ReservedNodes(state, j) + "; waits for them to free (" + first_why + ")";
+      }
+    }
+    if (j.timed_out)
+      j.why = "gang timed out after " +
+              std::to_string(static_cast<int64_t>(j.spec.gang_timeout_s)) +
+              " s; waits without reservation (" + first_why + ")";
+    if (config_.strict_fifo || (!config_.backfill && j.has_reservation)) blocked[best] = true;
+  }
+  return out;
+}
+
+JobState Admission::state(WorkloadId job) const {
+  auto it = impl_->jobs.find(job);
+  return it == impl_->jobs.end() ? JobState::kFinished : it->second.st;
+}
+
+std::string Admission::WhyPending(WorkloadId job) const {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kPending) return "";
+  return it->second.why;
+}
+
+std::vector<Placement> Admission::Placements(WorkloadId job) const {
+  auto it = impl_->jobs.find(job);
+  return it == impl_->jobs.end() ? std::vector<Placement>{} : it->second.placements;
+}
+
+double Admission::StartTime(WorkloadId job) const {
+  auto it = impl_->jobs.find(job);
+  return it == impl_->jobs.end() ? -1 : it->second.start;
+}
+
+std::vector<QueueStatus> Admission::Queues() const {
+  std::vector<QueueStatus> out;
+  for (size_t q = 0; q < queues_.size(); ++q) {
+    QueueStatus s;
+    s.name = queues_[q].name;
+    for (size_t f = 0; f < queues_[q].flavors.size(); ++f) {
+      s.usage += impl_->qs[q].usage[f] - impl_->qs[q].reserved[f];
+      s.reserved += impl_->qs[q].reserved[f];
+      s.borrowed += Max0(impl_->qs[q].usage[f] - queues_[q].flavors[f].nominal);
+    }
+    s.share = impl_->Share(static_cast<int>(q));
+    s.pending = impl_->qs[q].pending;
+    s.running = impl_->qs[q].running;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,183 @@
+// Multi-tenant admission: queues with quotas per flavor, borrowing and lending inside a cohort
+// (organization), fair share over decayed usage, priorities, gangs with topology constraints,
+// reservations with backfill, preemption and reclaim, and an exact reason for every waiting job.
+//
+// Admission happens in the same cycle as placement: a job is admitted only if its queue's quota
+// (own or borrowed) allows it AND the engine places at least min_member of its pods now, all or
+// nothing; nothing is admitted that cannot run. A gang that cannot be placed may hold a
+// reservation (a set of nodes that backfill does not use), charged to its queue's quota.
+//
+// Order of the pending jobs in a cycle: priority (higher first), then the weighted dominant
+// share of the job's queue computed from usage decayed with `usage_half_life_s` (lower first),
+// then arrival, then job id.
+//
+// Preemption (when a job does not fit): candidates are running jobs of
+//  * the same queue with strictly lower priority (within-queue), and
+//  * queues of the same cohort that are borrowing, when the preemptor's queue would stay within
+//    its nominal quota after admitting the job (reclaim);
+// never jobs that have run less than `min_runtime_s`. Victims are chosen to free enough room
+// while minimising lost GPU-time, then the number of victims; whole gangs are evicted. No loop:
+// a reclaiming job is within nominal quota and so can never itself be reclaimed by its victims'
+// queue, and within-queue preemption needs strictly lower priority.
+//
+// Quota unit for GPUs: milli GPU-equivalents. One whole GPU of model m counts
+// 1000 * gpu_equivalent(m); a share counts in proportion. The default weight of every model is
+// 1.0; configure per model (e.g. H100 = 1, A100 = 0.5, T4 = 0.1) to make different GPUs
+// comparable for quota and fairness.
+//
+// Deterministic. Not thread-safe; one Admission per scheduling loop. The engine is pure; the
+// caller supplies time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cluster/cluster_state.h"
+#include "core/status.h"
+#include "engine/engine.h"
+
+namespace tessera {
+
+struct Resources {
+  int64_t gpu = 0;     // milli GPU-equivalents
+  int64_t cpu = 0;     // milli-CPU
+  int64_t memory = 0;  // MiB
+  Resources operator+(const Resources& o) const {
+    return {gpu + o.gpu, cpu + o.cpu, memory + o.memory};
+  }
+  Resources operator-(const Resources& o) const {
+    return {gpu - o.gpu, cpu - o.cpu, memory - o.memory};
+  }
+  Resources& operator+=(const Resources& o) { return *this = *this + o; }
+  Resources& operator-=(const Resources& o) { return *this = *this - o; }
+  bool FitsIn(const Resources& cap) const {
+    return gpu <= cap.gpu && cpu <= cap.cpu && memory <= cap.memory;
+  }
+  bool operator==(const Resources&) const = default;
+  std::string ToString() const;  // "4.50 GPU-eq, 12 CPU, 64 GiB"
+};
+
+// A quota for one flavor: a set of GPU models (0 = CPU-only workloads and any model).
+struct FlavorQuota {
+  std::string name;                          // e.g. "h100"
+  ModelMask models = 0;                      // GPU models of this flavor; 0 = any
+  Resources nominal;                         // guaranteed
+  std::optional<Resources> borrowing_limit;  // unset: may borrow all the cohort lends
+  std::optional<Resources> lending_limit;    // unset: lends all of its unused nominal quota
+};
+
+struct QueueSpec {
+  std::string name;
+  std::string cohort;                // organization; empty = neither borrows nor lends
+  std::vector<FlavorQuota> flavors;  // tried in this order
+  double weight = 1.0;               // fair-share weight (> 0)
+  bool preempt_within_queue = true;  // lower-priority jobs of the same queue
+  bool reclaim = true;               // take back lent quota from borrowing queues
+};
+
+struct AdmissionConfig {
+  double usage_half_life_s = 3600;  // decayed usage for fair share; 0 = current usage only
+  bool backfill = true;             // small jobs may run on nodes no reservation holds
+  bool reservations = true;         // a blocked gang reserves nodes
+  bool preemption = true;
+  bool fair_sharing = true;  // false: order by priority, then arrival only (FIFO)
+  bool strict_fifo = false;  // true: a queue's head blocks the jobs behind it
+  double min_runtime_s = 0;  // jobs running less than this are not preemptible
+  std::map<std::string, double> gpu_equivalents;  // GPU model name -> weight of one GPU
+  Status Validate() const;
+};
+
+enum class TopologyKind : uint8_t { kNone, kSameNode, kSameLabel };
+
+// A job: `pods` identical pods; admitted with at least min_member of them placed at once.
+struct JobSpec {
+  WorkloadId id = 0;
+  std::string name;
+  std::string queue;
+  int priority = 0;
+  double arrival = 0;  // seconds
+  Demand pod;
+  int pods = 1;
+  int min_member = 0;  // 0 = all pods
+  TopologyKind topology = TopologyKind::kNone;
+  std::string topology_label;  // kSameLabel: node label key, e.g. "nvlink-domain", "rack"
+  double gang_timeout_s = 0;   // > 0: a gang waiting longer drops its reservation and is
+                               // reported as timed out (it stays queued)
+};
+
+// Pod ids of a job: job.id * kPodsPerJob + index.
+inline constexpr WorkloadId kPodsPerJob = 1024;
+
+enum class JobState : uint8_t { kPending, kRunning, kFinished };
+
+struct Preemption {
+  WorkloadId victim = 0;
+  WorkloadId preemptor = 0;
+  std::string
+      reason;  // "reclaim: team-a needs its lent quota of h100", "priority 10 > 0 in team-b"
+};
+
+struct CycleResult {
+  std::vector<WorkloadId> admitted;
+  std::vector<Preemption> preempted;  // evicted jobs, now pending again
+};
+
+struct QueueStatus {
+  std::string name;
+  Resources usage;     // running, summed over flavors
+  Resources borrowed;  // usage above nominal, summed over flavors
+  Resources reserved;  // held by reservations
+  double share = 0;    // weighted dominant share (decayed)
+  int pending = 0;
+  int running = 0;
+};
+
+class Admission {
+ public:
+  // Validates the queues (unique names, flavors with non-negative quotas, weights > 0, limits
+  // consistent) and the config; InvalidArgument naming the first problem.
+  static Result<std::unique_ptr<Admission>> Create(std::vector<QueueSpec> queues,
+                                                   AdmissionConfig config,
+                                                   std::unique_ptr<Scorer> scorer, uint64_t seed);
+
+  // Adds a pending job. InvalidArgument for an unknown queue, a duplicate id, pods outside
+  // 1..kPodsPerJob-1 or min_member > pods, a demand the ledger would reject.
+  Status Submit(const JobSpec& job);
+  // Releases a running job's pods (it completed). NotFound if it is not running.
+  Status Finish(ClusterState& state, WorkloadId job);
+  // Removes a pending job (cancelled). NotFound if it is not pending.
+  Status Cancel(WorkloadId job);
+
+  // One scheduling cycle at time `now` (seconds, non-decreasing): updates decayed usage,
+  // admits what fits, preempts where the rules allow. Fails only on an internal inconsistency.
+  Result<CycleResult> RunCycle(ClusterState& state, double now);
+
+  JobState state(WorkloadId job) const;
+  // The exact reason a pending job waits, e.g. "quota of h100 in team-a exhausted (8.00 of 8.00
+  // GPU-eq used, 2.00 asked; cohort lends 0.00)", "gang waits for 3 more nodes",
+  // "reservation: waiting for nodes n1,n2 to free". Empty for jobs that are not pending.
+  std::string WhyPending(WorkloadId job) const;
+  // Placement of each pod of a running job.
+  std::vector<Placement> Placements(WorkloadId job) const;
+  double StartTime(WorkloadId job) const;  // last admission time; -1 if never admitted
+
+  std::vector<QueueStatus> Queues() const;
+  const AdmissionConfig& config() const { return config_; }
+  int64_t GpuEquivalentMilli(GpuModelId model, int64_t milli_gpu) const;
+
+ private:
+  Admission(std::vector<QueueSpec> queues, AdmissionConfig config, std::unique_ptr<Scorer> scorer,
+            uint64_t seed);
+  struct Impl;
+  friend struct Impl;
+  std::vector<QueueSpec> queues_;
+  AdmissionConfig config_;
+  Engine engine_;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tessera

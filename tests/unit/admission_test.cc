@@ -1,0 +1,408 @@
+// Admission: quotas, borrowing, lending, reclaim, priorities, victim choice, gangs, topology,
+// reservations with backfill, fair share, and the absence of preemption loops.
+#include "admission/admission.h"
+
+#include <gtest/gtest.h>
+
+#include "policies/builtin.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kGpu = 1000;  // milli GPU-equivalents of one weight-1 GPU
+
+GpuModelId Model(const char* name) {
+  return *GpuCatalog::Builtin().Find(name);
+}
+
+ClusterState Cluster(int nodes, int gpus, const char* model = "H100-80GB",
+                     std::map<std::string, std::string> labels = {}) {
+  ClusterState c;
+  for (int i = 0; i < nodes; ++i) {
+    NodeSpec s;
+    s.name = "n" + std::to_string(i);
+    s.cpu = MilliCpu(64000);
+    s.memory = MiB(512 * 1024);
+    s.gpu_count = gpus;
+    s.model = Model(model);
+    s.labels = labels;
+    EXPECT_TRUE(c.AddNode(s).ok());
+  }
+  return c;
+}
+
+FlavorQuota Flavor(const std::string& name, int64_t gpus, ModelMask models = 0) {
+  FlavorQuota f;
+  f.name = name;
+  f.models = models;
+  f.nominal = {gpus * kGpu, 1000 * 1000, 1 << 30};
+  return f;
+}
+
+QueueSpec Queue(const std::string& name, const std::string& cohort, int64_t gpus,
+                double weight = 1) {
+  QueueSpec q;
+  q.name = name;
+  q.cohort = cohort;
+  q.flavors = {Flavor("gpu", gpus)};
+  q.weight = weight;
+  return q;
+}
+
+JobSpec Job(WorkloadId id, const std::string& queue, int gpus_per_pod = 1, int pods = 1,
+            int priority = 0, double arrival = 0) {
+  JobSpec j;
+  j.id = id;
+  j.name = "job-" + std::to_string(id);
+  j.queue = queue;
+  j.priority = priority;
+  j.arrival = arrival;
+  j.pod.cpu = MilliCpu(1000);
+  j.pod.memory = MiB(1024);
+  j.pod.num_gpu = gpus_per_pod;
+  j.pod.gpu_milli = gpus_per_pod > 0 ? 1000 : 0;
+  j.pods = pods;
+  return j;
+}
+
+std::unique_ptr<Admission> Make(std::vector<QueueSpec> qs, AdmissionConfig cfg = {}) {
+  auto a = Admission::Create(std::move(qs), std::move(cfg), MakeBestFitScorer(), 1);
+  EXPECT_TRUE(a.ok()) << a.status().message();
+  return a.ok() ? std::move(*a) : nullptr;
+}
+
+int Running(const Admission& a, WorkloadId from, WorkloadId to) {
+  int n = 0;
+  for (WorkloadId id = from; id <= to; ++id) n += a.state(id) == JobState::kRunning;
+  return n;
+}
+
+void Contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+// ---- quota, borrowing, lending -----------------------------------------------------------------
+
+struct QuotaCase {
+  const char* name;
+  std::optional<Resources> borrowing_limit;  // on team-a
+  std::optional<Resources> lending_limit;    // on team-b
+  bool cohort;
+  int expect_a;  // of 8 one-GPU jobs of team-a, with team-b idle (4 + 4 GPUs of quota)
+  const char* reason;
+};
+
+TEST(AdmissionQuotaTest, NominalBorrowingAndLending) {
+  const QuotaCase cases[] = {
+      {"nominal only", std::nullopt, std::nullopt, false, 4,
+       "quota of gpu in team-a exhausted (4.00 GPU-eq used of 4.00 GPU-eq, 1.00 GPU-eq asked; "
+       "no cohort to borrow from)"},
+      {"borrows all that is lent", std::nullopt, std::nullopt, true, 8, ""},
+      {"borrowing limit", Resources{2 * kGpu, 1 << 30, 1 << 30}, std::nullopt, true, 6,
+       "GPU borrowing limit of gpu in team-a reached"},
+      {"lending limit", std::nullopt, Resources{1 * kGpu, 0, 0}, true, 5,
+       "cohort org lends 1.00 GPU-eq, 0.00 GPU-eq of it left"},
+  };
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    QueueSpec a = Queue("team-a", tc.cohort ? "org" : "", 4);
+    QueueSpec b = Queue("team-b", tc.cohort ? "org" : "", 4);
+    a.flavors[0].borrowing_limit = tc.borrowing_limit;
+    b.flavors[0].lending_limit = tc.lending_limit;
+    if (tc.lending_limit) b.flavors[0].lending_limit->cpu = b.flavors[0].nominal.cpu;
+    if (tc.lending_limit) b.flavors[0].lending_limit->memory = b.flavors[0].nominal.memory;
+    auto adm = Make({a, b});
+    ClusterState c = Cluster(2, 8);
+    for (WorkloadId i = 1; i <= 8; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team-a")).ok());
+    ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+    EXPECT_EQ(Running(*adm, 1, 8), tc.expect_a);
+    if (tc.expect_a < 8) Contains(adm->WhyPending(8), tc.reason);
+    EXPECT_TRUE(c.CheckInvariants().ok());
+  }
+}
+
+TEST(AdmissionQuotaTest, GpuEquivalentsMakeModelsComparable) {
+  AdmissionConfig cfg;
+  cfg.gpu_equivalents = {{"T4", 0.25}};
+  QueueSpec q = Queue("team", "", 1);  // one GPU-equivalent
+  auto adm = Make({q}, cfg);
+  ClusterState c = Cluster(1, 8, "T4");
+  for (WorkloadId i = 1; i <= 6; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team")).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  EXPECT_EQ(Running(*adm, 1, 6), 4);  // four T4s = one GPU-equivalent
+  EXPECT_EQ(adm->Queues()[0].usage.gpu, 1000);
+  EXPECT_EQ(adm->GpuEquivalentMilli(Model("T4"), 500), 125);
+  Contains(adm->WhyPending(5), "1.00 GPU-eq used of 1.00 GPU-eq, 0.25 GPU-eq asked");
+}
+
+TEST(AdmissionQuotaTest, FlavorsTriedInOrder) {
+  ClusterState c;
+  for (const char* m : {"H100-80GB", "A100-80GB"}) {
+    NodeSpec s;
+    s.name = m;
+    s.cpu = MilliCpu(64000);
+    s.memory = MiB(512 * 1024);
+    s.gpu_count = 4;
+    s.model = Model(m);
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  QueueSpec q;
+  q.name = "team";
+  q.flavors = {Flavor("h100", 2, ModelMask{1} << Model("H100-80GB")),
+               Flavor("a100", 3, ModelMask{1} << Model("A100-80GB"))};
+  auto adm = Make({q});
+  for (WorkloadId i = 1; i <= 6; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team")).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  EXPECT_EQ(Running(*adm, 1, 6), 5);
+  for (WorkloadId i = 1; i <= 2; ++i) EXPECT_EQ(adm->Placements(i)[0].node, 0u);
+  for (WorkloadId i = 3; i <= 5; ++i) EXPECT_EQ(adm->Placements(i)[0].node, 1u);
+}
+
+TEST(AdmissionQuotaTest, RejectsBadConfiguration) {
+  auto bad = [](std::vector<QueueSpec> qs, AdmissionConfig cfg = {}) {
+    auto a = Admission::Create(std::move(qs), std::move(cfg), MakeBestFitScorer(), 1);
+    return a.ok() ? std::string() : a.status().message();
+  };
+  Contains(bad({Queue("a", "", 1), Queue("a", "", 1)}), "duplicate queue 'a'");
+  Contains(bad({Queue("a", "", 1, 0)}), "weight must be > 0");
+  QueueSpec lend = Queue("a", "org", 1);
+  lend.flavors[0].lending_limit = Resources{2 * kGpu, 0, 0};
+  Contains(bad({lend}), "lending limit above nominal quota");
+  QueueSpec nocohort = Queue("a", "", 1);
+  nocohort.flavors[0].borrowing_limit = Resources{};
+  Contains(bad({nocohort}), "need a cohort");
+  AdmissionConfig cfg;
+  cfg.gpu_equivalents = {{"X100", 1}};
+  Contains(bad({Queue("a", "", 1)}, cfg), "unknown GPU model 'X100'");
+  auto adm = Make({Queue("a", "", 1)});
+  EXPECT_FALSE(adm->Submit(Job(1, "nope")).ok());
+  JobSpec gang = Job(2, "a", 1, 3);
+  gang.min_member = 4;
+  EXPECT_FALSE(adm->Submit(gang).ok());
+  ASSERT_TRUE(adm->Submit(Job(3, "a")).ok());
+  EXPECT_FALSE(adm->Submit(Job(3, "a")).ok());
+}
+
+// ---- reclaim and preemption --------------------------------------------------------------------
+
+TEST(AdmissionPreemptionTest, ReclaimWithinOneCycleAndNoLoop) {
+  auto adm = Make({Queue("team-a", "org", 4), Queue("team-b", "org", 4)});
+  ClusterState c = Cluster(1, 8);
+  for (WorkloadId i = 1; i <= 8; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team-a", 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  EXPECT_EQ(Running(*adm, 1, 8), 8);  // borrows team-b's idle quota
+  // team-b's demand arrives: reclaimed in the very next cycle.
+  for (WorkloadId i = 101; i <= 103; ++i)
+    ASSERT_TRUE(adm->Submit(Job(i, "team-b", 1, 1, 0, 100)).ok());
+  auto r = adm->RunCycle(c, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Running(*adm, 101, 103), 3);
+  ASSERT_EQ(r->preempted.size(), 3u);
+  Contains(r->preempted[0].reason, "team-b reclaimed its lent quota of gpu");
+  Contains(adm->WhyPending(r->preempted[0].victim), "preempted");
+  // Many more cycles: team-a's evicted jobs would have to borrow again, so they never preempt
+  // back, and team-b (within nominal) is never reclaimed from.
+  int preemptions = 3;
+  for (int t = 1; t <= 50; ++t) {
+    auto rr = adm->RunCycle(c, 100 + 10.0 * t);
+    ASSERT_TRUE(rr.ok());
+    preemptions += static_cast<int>(rr->preempted.size());
+  }
+  EXPECT_EQ(preemptions, 3);
+  EXPECT_EQ(Running(*adm, 1, 8), 5);  // 4 nominal + the 1 GPU team-b still lends
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
+TEST(AdmissionPreemptionTest, PriorityWithinQueueAndMinimumRuntime) {
+  AdmissionConfig cfg;
+  cfg.min_runtime_s = 60;
+  auto adm = Make({Queue("team", "", 8)}, cfg);
+  ClusterState c = Cluster(1, 4);
+  for (WorkloadId i = 1; i <= 4; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team", 1, 1, 0, i)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_TRUE(adm->Submit(Job(10, "team", 1, 1, 5, 10)).ok());
+  auto r = adm->RunCycle(c, 30);  // victims ran 30 s < 60 s
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->preempted.empty());
+  Contains(adm->WhyPending(10), "no placement");
+  ASSERT_TRUE(adm->Submit(Job(11, "team", 1, 1, 0, 11)).ok());  // equal priority: never preempts
+  r = adm->RunCycle(c, 120);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->preempted.size(), 1u);
+  EXPECT_EQ(r->preempted[0].preemptor, 10u);
+  Contains(r->preempted[0].reason, "priority 5 > 0");
+  EXPECT_EQ(adm->state(10), JobState::kRunning);
+  EXPECT_EQ(adm->state(11), JobState::kPending);
+}
+
+TEST(AdmissionPreemptionTest, VictimsMinimiseLostGpuTimeAndGangsGoWhole) {
+  auto adm = Make({Queue("team", "", 16)});
+  ClusterState c = Cluster(1, 8);
+  ASSERT_TRUE(adm->Submit(Job(1, "team", 1, 4, 0, 0)).ok());  // 4-pod gang, started at 0
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_TRUE(adm->Submit(Job(2, "team", 1, 1, 0, 1)).ok());  // started at 500: less lost
+  ASSERT_TRUE(adm->Submit(Job(3, "team", 1, 1, 0, 2)).ok());
+  ASSERT_TRUE(adm->Submit(Job(4, "team", 2, 1, 0, 3)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 500).ok());
+  ASSERT_EQ(Running(*adm, 1, 4), 4);
+  // A high-priority 2-GPU job: evicting job 2 and 3 loses 2 x 500 GPU-s, less than job 4
+  // (2 GPUs x 500 s, same) or the gang (4 x 1000); ties go to the lower priority, then the
+  // latest start; the gang is never split.
+  ASSERT_TRUE(adm->Submit(Job(9, "team", 2, 1, 7, 600)).ok());
+  auto r = adm->RunCycle(c, 1000);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->preempted.empty());
+  for (const auto& p : r->preempted) EXPECT_NE(p.victim, 1u);
+  int lost_pods = 0;
+  for (const auto& p : r->preempted) lost_pods += p.victim == 4 ? 2 : 1;
+  EXPECT_EQ(lost_pods, 2);
+  EXPECT_EQ(adm->Placements(1).size(), 4u);
+  EXPECT_EQ(adm->state(9), JobState::kRunning);
+}
+
+// ---- gangs, topology, reservations ----------------------------------------------------------
+
+TEST(AdmissionGangTest, AllOrNothing) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(1, 4);
+  ASSERT_TRUE(adm->Submit(Job(1, "team", 1, 1)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  AdmissionConfig none;
+  JobSpec gang = Job(2, "team", 1, 4, 0, 1);
+  ASSERT_TRUE(adm->Submit(gang).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 1).ok());
+  EXPECT_EQ(adm->state(2), JobState::kPending);
+  EXPECT_EQ(c.num_allocations(), 1u);  // nothing of the gang is held
+  Contains(adm->WhyPending(2), "gang placed 3 of 4 pods");
+  // min_member 3: admitted with the 3 pods that fit.
+  JobSpec partial = Job(3, "team", 1, 4, 0, 2);
+  partial.min_member = 3;
+  ASSERT_TRUE(adm->Cancel(2).ok());
+  ASSERT_TRUE(adm->Submit(partial).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 2).ok());
+  EXPECT_EQ(adm->state(3), JobState::kRunning);
+  EXPECT_EQ(adm->Placements(3).size(), 3u);
+}
+
+TEST(AdmissionGangTest, TopologyConstraints) {
+  ClusterState c;
+  for (int i = 0; i < 4; ++i) {
+    NodeSpec s;
+    s.name = "n" + std::to_string(i);
+    s.cpu = MilliCpu(64000);
+    s.memory = MiB(512 * 1024);
+    s.gpu_count = 4;
+    s.model = Model("H100-80GB");
+    s.labels = {{"rack", i < 2 ? "r1" : "r2"}};
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  auto adm = Make({Queue("team", "", 64)});
+  // Two GPUs busy on each node (outside admission): 8 free GPUs, but no node has 3.
+  Demand two;
+  two.cpu = MilliCpu(1000);
+  two.memory = MiB(1024);
+  two.num_gpu = 2;
+  two.gpu_milli = 1000;
+  for (NodeIdx n = 0; n < 4; ++n) ASSERT_TRUE(c.Allocate(1000000 + n, two, {n, 0b11}).ok());
+  JobSpec same = Job(10, "team", 1, 3, 0, 1);
+  same.topology = TopologyKind::kSameNode;
+  ASSERT_TRUE(adm->Submit(same).ok());
+  JobSpec rack = Job(11, "team", 1, 4, 0, 2);
+  rack.topology = TopologyKind::kSameLabel;
+  rack.topology_label = "rack";
+  ASSERT_TRUE(adm->Submit(rack).ok());
+  AdmissionConfig cfg;
+  ASSERT_TRUE(adm->RunCycle(c, 1).ok());
+  EXPECT_EQ(adm->state(10), JobState::kPending);
+  Contains(adm->WhyPending(10), "single node");
+  ASSERT_EQ(adm->state(11), JobState::kRunning);
+  std::set<std::string> racks;
+  for (const auto& p : adm->Placements(11)) racks.insert(c.spec(p.node).labels.at("rack"));
+  EXPECT_EQ(racks.size(), 1u);
+}
+
+TEST(AdmissionGangTest, ReservationHoldsNodesAndBackfillUsesTheRest) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(3, 4);
+  // One long 1-GPU job on each of n0 and n1.
+  ASSERT_TRUE(adm->Submit(Job(1, "team", 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->Submit(Job(2, "team", 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->Submit(Job(3, "team", 4, 1, 0, 0)).ok());  // fills a node
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(Running(*adm, 1, 3), 3);
+  // A gang of 2 x 4 GPUs cannot start: it reserves two nodes.
+  ASSERT_TRUE(adm->Submit(Job(10, "team", 4, 2, 0, 1)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 1).ok());
+  EXPECT_EQ(adm->state(10), JobState::kPending);
+  const std::string why = adm->WhyPending(10);
+  Contains(why, "gang of 2 holds a reservation on");
+  const auto q = adm->Queues()[0];
+  EXPECT_EQ(q.reserved.gpu, 8 * kGpu);  // the queue accounts for the reservation
+  // Small jobs backfill only where they do not delay the gang.
+  for (WorkloadId i = 20; i < 30; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team", 1, 1, 0, 2)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 2).ok());
+  for (WorkloadId i = 20; i < 30; ++i) {
+    if (adm->state(i) != JobState::kRunning) continue;
+    const NodeIdx n = adm->Placements(i)[0].node;
+    EXPECT_EQ(why.find(c.spec(n).name + ","), std::string::npos)
+        << "backfilled onto a reserved node";
+  }
+  // When the reserved nodes free, the gang starts before any later small job.
+  for (WorkloadId i = 1; i <= 3; ++i) ASSERT_TRUE(adm->Finish(c, i).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 3).ok());
+  EXPECT_EQ(adm->state(10), JobState::kRunning);
+  EXPECT_EQ(adm->Placements(10).size(), 2u);
+  EXPECT_EQ(adm->Queues()[0].reserved.gpu, 0);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
+// ---- ordering and fair share ----------------------------------------------------------------
+
+TEST(AdmissionOrderTest, WeightedFairShareInOneCycle) {
+  AdmissionConfig cfg;
+  cfg.usage_half_life_s = 0;
+  // Three teams borrowing from one pool (a queue that owns the GPUs and runs nothing).
+  auto adm = Make({Queue("a", "org", 0, 1), Queue("b", "org", 0, 1), Queue("c", "org", 0, 2),
+                   Queue("pool", "org", 8)},
+                  cfg);
+  ClusterState c = Cluster(1, 8);
+  WorkloadId id = 1;
+  for (const char* q : {"a", "b", "c"})
+    for (int k = 0; k < 10; ++k) ASSERT_TRUE(adm->Submit(Job(id++, q, 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  EXPECT_EQ(Running(*adm, 1, 10), 2);
+  EXPECT_EQ(Running(*adm, 11, 20), 2);
+  EXPECT_EQ(Running(*adm, 21, 30), 4);
+}
+
+TEST(AdmissionOrderTest, PriorityFirstThenFifoWithoutFairSharing) {
+  AdmissionConfig cfg;
+  cfg.fair_sharing = false;
+  auto adm = Make({Queue("a", "org", 4), Queue("b", "org", 4)}, cfg);
+  ClusterState c = Cluster(1, 2);
+  ASSERT_TRUE(adm->Submit(Job(1, "a", 1, 1, 0, 5)).ok());
+  ASSERT_TRUE(adm->Submit(Job(2, "b", 1, 1, 0, 1)).ok());
+  ASSERT_TRUE(adm->Submit(Job(3, "a", 1, 1, 3, 9)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 10).ok());
+  EXPECT_EQ(adm->state(3), JobState::kRunning);  // priority
+  EXPECT_EQ(adm->state(2), JobState::kRunning);  // then arrival
+  EXPECT_EQ(adm->state(1), JobState::kPending);
+}
+
+TEST(AdmissionOrderTest, StrictFifoBlocksBehindTheHead) {
+  AdmissionConfig cfg;
+  cfg.strict_fifo = true;
+  cfg.preemption = false;
+  cfg.reservations = false;
+  auto adm = Make({Queue("a", "", 8)}, cfg);
+  ClusterState c = Cluster(1, 2);
+  ASSERT_TRUE(adm->Submit(Job(1, "a", 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_TRUE(adm->Submit(Job(2, "a", 2, 1, 0, 1)).ok());  // does not fit
+  ASSERT_TRUE(adm->Submit(Job(3, "a", 1, 1, 0, 2)).ok());  // would fit, but waits behind 2
+  ASSERT_TRUE(adm->RunCycle(c, 3).ok());
+  EXPECT_EQ(adm->state(3), JobState::kPending);
+}
+
+}  // namespace
+}  // namespace tessera
