@@ -256,9 +256,12 @@ struct Admission::Impl {
     // Allowed nodes: not reserved by another job (backfill), plus the job's own reservation.
     std::vector<uint8_t> base(nodes, 1);
     bool restricted = false;
-    if (any_reservation) {
+    const auto* only = j.spec.allowed_nodes.get();
+    if (any_reservation || only) {
       for (size_t n = 0; n < nodes; ++n) {
-        base[n] = free_mask[n] || (j.has_reservation && n < j.reserved.size() && j.reserved[n]);
+        base[n] = (!any_reservation || free_mask[n] ||
+                   (j.has_reservation && n < j.reserved.size() && j.reserved[n])) &&
+                  (!only || (n < only->size() && (*only)[n]));
         restricted |= !base[n];
       }
     }
@@ -428,8 +431,10 @@ struct Admission::Impl {
     ModelMask models = d.models;
     if (fq.models != 0) models = models == 0 ? fq.models : (models & fq.models);
     std::vector<std::pair<int64_t, NodeIdx>> cand;
+    const auto* only = j.spec.allowed_nodes.get();
     for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
       if (!free_mask.empty() && !free_mask[n]) continue;
+      if (only && (n >= only->size() || !(*only)[n])) continue;
       const NodeSpec& s = state.spec(n);
       if (d.num_gpu > 0 && (s.gpu_count < d.num_gpu || (models != 0 && !((models >> s.model) & 1))))
         continue;
@@ -711,6 +716,79 @@ Status Admission::Cancel(WorkloadId job) {
   --impl_->qs[it->second.queue].pending;
   impl_->jobs.erase(it);
   return Status::Ok();
+}
+
+Status Admission::Adopt(ClusterState& state, const JobSpec& job,
+                        const std::vector<Placement>& placements, double start) {
+  Impl& im = *impl_;
+  TESSERA_RETURN_IF_ERROR(Submit(job));
+  Impl::Job& j = im.jobs.at(job.id);
+  auto undo = [&](const std::string& why) {
+    for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
+    --im.qs[j.queue].pending;
+    im.jobs.erase(job.id);
+    return FailedPrecondition("job '" + job.name + "' cannot be adopted: " + why);
+  };
+  if (placements.empty() || static_cast<int>(placements.size()) > job.pods)
+    return undo("needs 1.." + std::to_string(job.pods) + " placements");
+  Demand d = job.pod;
+  d.models = 0;
+  Resources charge;
+  GpuModelId model = kNoGpuModel;
+  for (size_t i = 0; i < placements.size(); ++i) {
+    const WorkloadId pid = job.id * kPodsPerJob + static_cast<WorkloadId>(i);
+    if (placements[i].node >= state.num_nodes()) return undo("unknown node index");
+    Status st = state.Allocate(pid, d, placements[i]);
+    if (!st.ok()) return undo(state.spec(placements[i].node).name + ": " + st.message());
+    j.pods.push_back(pid);
+    j.placements.push_back(placements[i]);
+    model = state.spec(placements[i].node).model;
+    charge += im.PodCharge(d, model);
+  }
+  int flavor = -1;
+  for (size_t f = 0; f < queues_[j.queue].flavors.size() && flavor < 0; ++f) {
+    const ModelMask m = queues_[j.queue].flavors[f].models;
+    if (m == 0 || d.num_gpu == 0 || (model != kNoGpuModel && ((m >> model) & 1)))
+      flavor = static_cast<int>(f);
+  }
+  if (flavor < 0) return undo("no flavor of queue " + job.queue + " covers its GPU model");
+  // Running work is adopted even above quota: it is there. Later admissions see the usage.
+  j.flavor = flavor;
+  j.charged = charge;
+  j.st = JobState::kRunning;
+  j.start = start;
+  j.why.clear();
+  im.qs[j.queue].usage[flavor] += charge;
+  --im.qs[j.queue].pending;
+  ++im.qs[j.queue].running;
+  return Status::Ok();
+}
+
+std::vector<WorkloadId> Admission::RequeueNode(ClusterState& state, NodeIdx n,
+                                               const std::string& why) {
+  Impl& im = *impl_;
+  std::vector<WorkloadId> out;
+  for (auto& [id, j] : im.jobs) {
+    if (j.st != JobState::kRunning) continue;
+    bool on = false;
+    for (const auto& p : j.placements) on |= p.node == n;
+    if (!on) continue;
+    im.Release(state, j);
+    j.st = JobState::kPending;
+    j.start = -1;
+    j.why = why;
+    ++im.qs[j.queue].pending;
+    out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<WorkloadId> Admission::PendingJobs() const {
+  std::vector<WorkloadId> out;
+  for (const auto& [id, j] : impl_->jobs)
+    if (j.st == JobState::kPending) out.push_back(id);
+  return out;
 }
 
 Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {

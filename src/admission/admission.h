@@ -107,6 +107,9 @@ struct JobSpec {
   std::string topology_label;  // kSameLabel: node label key, e.g. "nvlink-domain", "rack"
   double gang_timeout_s = 0;   // > 0: a gang waiting longer drops its reservation and is
                                // reported as timed out (it stays queued)
+  // Nodes the job may use (one byte per node index, non-zero = allowed), e.g. from taints,
+  // selectors and node readiness; null = every node. Shared, read-only.
+  std::shared_ptr<const std::vector<uint8_t>> allowed_nodes;
 };
 
 // Pod ids of a job: job.id * kPodsPerJob + index.
@@ -151,6 +154,17 @@ class Admission {
   Status Finish(ClusterState& state, WorkloadId job);
   // Removes a pending job (cancelled). NotFound if it is not pending.
   Status Cancel(WorkloadId job);
+  // Registers a job that already runs with these pod placements (e.g. rebuilt from bound pods
+  // after a restart): allocates the pods on `state` and charges the queue's first flavor whose
+  // models include the pods' GPU model. FailedPrecondition, changing nothing, if a placement
+  // does not fit (e.g. a GPU would be assigned twice) or no flavor matches.
+  Status Adopt(ClusterState& state, const JobSpec& job, const std::vector<Placement>& placements,
+               double start);
+  // Requeues, whole, every running job with a pod on node n (the node disappeared or became
+  // unusable): releases all their pods and makes them pending again. Returns the job ids.
+  std::vector<WorkloadId> RequeueNode(ClusterState& state, NodeIdx n, const std::string& why);
+  // Pending jobs, in no particular order.
+  std::vector<WorkloadId> PendingJobs() const;
 
   // One scheduling cycle at time `now` (seconds, non-decreasing): updates decayed usage,
   // admits what fits, preempts where the rules allow. Fails only on an internal inconsistency.

@@ -37,7 +37,7 @@ std::string RejectReasons::Summary() const {
   add(memory, "insufficient memory");
   add(gpu_model, "GPU model not allowed");
   add(gpu, "not enough GPUs with the requested share free");
-  add(excluded, "excluded by topology or reservation");
+  add(excluded, "excluded (node constraints, topology or reservation)");
   out.pop_back();
   return out;
 }

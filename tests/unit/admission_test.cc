@@ -404,5 +404,57 @@ TEST(AdmissionOrderTest, StrictFifoBlocksBehindTheHead) {
   EXPECT_EQ(adm->state(3), JobState::kPending);
 }
 
+// ---- restart, lost nodes, node restrictions ---------------------------------------------------
+
+TEST(AdmissionRecoveryTest, AdoptRebuildsUsageAndRefusesDoubleAssignment) {
+  auto adm = Make({Queue("team", "", 4)});
+  ClusterState c = Cluster(1, 4);
+  ASSERT_TRUE(adm->Adopt(c, Job(1, "team", 2, 1), {Placement{0, 0b0011}}, 10).ok());
+  EXPECT_EQ(adm->state(1), JobState::kRunning);
+  EXPECT_EQ(adm->Queues()[0].usage.gpu, 2 * kGpu);
+  // GPU 1 is already assigned: refused, nothing changes.
+  Status st = adm->Adopt(c, Job(2, "team", 1, 2), {Placement{0, 0b0100}, Placement{0, 0b0010}}, 10);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  Contains(st.message(), "cannot be adopted");
+  EXPECT_EQ(c.num_allocations(), 1u);
+  EXPECT_EQ(adm->state(2), JobState::kFinished);  // unknown to admission
+  EXPECT_EQ(adm->Queues()[0].usage.gpu, 2 * kGpu);
+  // New work sees the adopted usage.
+  for (WorkloadId i = 3; i <= 5; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team")).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 20).ok());
+  EXPECT_EQ(Running(*adm, 3, 5), 2);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
+TEST(AdmissionRecoveryTest, LostNodeRequeuesWholeGangs) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(2, 4);
+  JobSpec gang = Job(1, "team", 2, 4);  // 4 pods x 2 GPUs: both nodes
+  ASSERT_TRUE(adm->Submit(gang).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(adm->state(1), JobState::kRunning);
+  const auto requeued = adm->RequeueNode(c, 1, "node n1 disappeared");
+  ASSERT_EQ(requeued, std::vector<WorkloadId>{1});
+  EXPECT_EQ(adm->state(1), JobState::kPending);
+  EXPECT_EQ(c.num_allocations(), 0u);  // the pods on n0 were released too
+  EXPECT_EQ(adm->WhyPending(1), "node n1 disappeared");
+  EXPECT_EQ(adm->PendingJobs(), std::vector<WorkloadId>{1});
+}
+
+TEST(AdmissionRecoveryTest, AllowedNodesRestrictPlacement) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(3, 4);
+  JobSpec j = Job(1, "team", 1, 1);
+  j.allowed_nodes = std::make_shared<std::vector<uint8_t>>(std::vector<uint8_t>{0, 0, 1});
+  ASSERT_TRUE(adm->Submit(j).ok());
+  JobSpec none = Job(2, "team", 1, 1);
+  none.allowed_nodes = std::make_shared<std::vector<uint8_t>>(std::vector<uint8_t>{0, 0, 0});
+  ASSERT_TRUE(adm->Submit(none).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(adm->state(1), JobState::kRunning);
+  EXPECT_EQ(adm->Placements(1)[0].node, 2u);
+  Contains(adm->WhyPending(2), "3 excluded (node constraints, topology or reservation)");
+}
+
 }  // namespace
 }  // namespace tessera
