@@ -17,6 +17,7 @@
 #include "policies/builtin.h"
 #include "policies/frag.h"
 #include "policies/frag_descent.h"
+#include "policies/share_prices.h"
 
 namespace tessera {
 namespace {
@@ -520,6 +521,101 @@ TEST_F(TesseraTest, NeutralBeforeAnyObservation) {
   const NodeScore sq = ScoreOne(*t, b_.state, q_, d_);
   EXPECT_EQ(sp.score, sq.score);
   EXPECT_EQ(sp.gpus, 0b1u);
+}
+
+// Packing loss. Observed: shares 470 x2, 650 x1, 320 x2 and 3 whole-GPU pods, no CPU (8
+// arrivals, so the last re-learning saw all of them): M = {470: 1/4, 650: 1/8, 320: 1/4,
+// whole: 3/8}, and the share-packing LP packs {470, 470}, {650, 320}, {320, 320, 320} with
+// prices y_470 = 1/2, y_650 = 2/3, y_320 = 1/3. A 320 next to a lone 470 (free 530) loses
+// K(530) - y_320 - K(210) = 1/2 - 1/3 - 0 = 1/6 GPU; on a fresh GPU it loses
+// K(1000) - 1/3 - K(680) = 1 - 1/3 - 2/3 = 0.
+// Delta F (64 cores: no stranding, Delta S = 0):
+//   free [530] -> [210]: before 650 and whole lack a GPU: (1/8 + 3/8) 530 = 265; after every
+//     shape lacks one: 210. Delta F = -55.
+//   free [1000] -> [680]: before 0; after only the whole shape lacks a GPU: 3/8 680 = 255.
+// FGD: floor(100 sigmoid(0.055)) = 51 vs floor(100 sigmoid(-0.255)) = 43: the 470's GPU.
+// tessera: x = -55 + 20 * 1000 / 6 = 3278.3 -> floor(3.63) = 3 vs x = 255 -> 43: fresh GPU.
+void ObservePackingMix(Scorer& s) {
+  for (int i = 0; i < 2; ++i) s.Observe(Share(0, 470));
+  s.Observe(Share(0, 650));
+  for (int i = 0; i < 2; ++i) s.Observe(Share(0, 320));
+  for (int i = 0; i < 3; ++i) s.Observe(Whole(0, 1));
+}
+
+TEST(TesseraPolicyTest, PackingLossKeepsSharesInLpPatterns) {
+  Builder b;
+  const NodeIdx a = b.Add(Node("a", 64000, 1), {Use(0, 470)});
+  const NodeIdx f = b.Add(Node("f", 64000, 1));
+  const NodeIdx c = b.Add(Node("c", 64000, 2), {Use(0, 470)});
+  const Demand d = Share(0, 320);
+  auto t = MakeTesseraScorer();
+  ObservePackingMix(*t);
+  EXPECT_EQ(ScoreOne(*t, b.state, a, d).score, 3);
+  EXPECT_EQ(ScoreOne(*t, b.state, f, d).score, 43);
+  // Inside one node [530, 1000] the same two choices: GPU 1 wins.
+  const NodeScore sc = ScoreOne(*t, b.state, c, d);
+  EXPECT_EQ(sc.score, 43);
+  EXPECT_EQ(sc.gpus, 0b10u);
+
+  auto fgd =
+      MakeFgdScorer(TargetWorkload{{TaskShape{0, 470, 1, 0, 0.2}, TaskShape{0, 650, 1, 0, 0.1},
+                                    TaskShape{0, 320, 1, 0, 0.2}, TaskShape{0, 1000, 1, 0, 0.5}}});
+  EXPECT_EQ(ScoreOne(*fgd, b.state, a, d).score, 52);
+  EXPECT_EQ(ScoreOne(*fgd, b.state, f, d).score, 41);
+  const NodeScore fc = ScoreOne(*fgd, b.state, c, d);
+  EXPECT_EQ(fc.score, 52);
+  EXPECT_EQ(fc.gpus, 0b01u);
+}
+
+// ---------------------------------------------------------------------------------------
+// SharePrices: dual prices of the share-packing LP.
+
+TEST(SharePricesTest, EmptyHasNoLoss) {
+  const SharePrices p = SharePrices::Solve({});
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.Loss(1000, 470), 0.0);
+}
+
+TEST(SharePricesTest, OneSizePacksPairs) {
+  const std::vector<ShareCount> items = {{500, 3}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.Price(500), 0.5, 1e-9);
+  EXPECT_NEAR(p.objective(), 0.5, 1e-9);  // GPUs per task
+  EXPECT_NEAR(p.BestFill(999), 0.5, 1e-9);
+  EXPECT_NEAR(p.BestFill(1000), 1.0, 1e-9);
+  EXPECT_NEAR(p.Loss(1000, 500), 0.0, 1e-9);
+  EXPECT_NEAR(p.Loss(510, 500), 0.0, 1e-9);
+  EXPECT_EQ(p.Loss(400, 500), 0.0);  // does not fit
+}
+
+TEST(SharePricesTest, HandSolvedPatterns) {
+  // Optimal packing of 470 x2, 650 x1, 320 x2: {470, 470}, {650, 320}, 1/3 of {320 x3}:
+  // 7/3 GPUs for 5 tasks. All three patterns are used, so their prices are tight.
+  const std::vector<ShareCount> items = {{470, 2}, {650, 1}, {320, 2}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.objective(), 7.0 / 15.0, 1e-9);
+  EXPECT_NEAR(p.Price(470), 0.5, 1e-9);
+  EXPECT_NEAR(p.Price(650), 2.0 / 3.0, 1e-9);
+  EXPECT_NEAR(p.Price(320), 1.0 / 3.0, 1e-9);
+  EXPECT_NEAR(p.Loss(530, 320), 1.0 / 6.0, 1e-9);  // 320 next to a 470
+  EXPECT_NEAR(p.Loss(350, 320), 0.0, 1e-9);        // 320 completes a 650
+  EXPECT_NEAR(p.Loss(1000, 320), 0.0, 1e-9);
+  EXPECT_NEAR(p.Loss(680, 470), 1.0 / 6.0, 1e-9);  // 470 next to a 320
+  EXPECT_NEAR(p.Loss(530, 470), 0.0, 1e-9);
+  // A size outside the LP is priced at K(d): 100 fits nothing learned, so it is free.
+  EXPECT_NEAR(p.Price(100), 0.0, 1e-9);
+}
+
+TEST(SharePricesTest, ScarceFillersAreFree) {
+  // 810s outnumber the 160s that could complete them: every extra 810 needs its own GPU
+  // (y = 1), so a 160 costs nothing wherever it goes.
+  const std::vector<ShareCount> items = {{810, 10}, {160, 1}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.Price(810), 1.0, 1e-9);
+  EXPECT_NEAR(p.Price(160), 0.0, 1e-9);
+  EXPECT_NEAR(p.objective(), 10.0 / 11.0, 1e-9);
+  EXPECT_NEAR(p.Loss(190, 160), 0.0, 1e-9);
+  EXPECT_NEAR(p.Loss(1000, 810), 0.0, 1e-9);
 }
 
 // ---------------------------------------------------------------------------------------
