@@ -7,8 +7,13 @@
 namespace tessera {
 
 void AddSimReplayCommand(CLI::App& sim, int& rc);   // cmd_replay.cc: `tessera sim replay`
+void AddSimQueuesCommand(CLI::App& sim, int& rc);   // cmd_queues.cc: `tessera sim queues`
+void AddSimPolluxCommand(CLI::App& sim, int& rc);   // cmd_pollux.cc: `tessera sim pollux`
 void AddSimSharingCommand(CLI::App& sim, int& rc);  // cmd_sharing.cc: `tessera sim sharing`
 void AddDemoCommand(CLI::App& app, int& rc);        // cmd_demo.cc: `tessera demo`
+void AddExtenderCommand(CLI::App& app, int& rc);    // cmd_extender.cc: `tessera extender`
 void AddPlanCommand(CLI::App& app, int& rc);        // cmd_plan.cc: `tessera plan ...`
+
+void AddSchedulerCommand(CLI::App& app, int& rc);  // cmd_scheduler.cc: `tessera scheduler`
 
 }  // namespace tessera

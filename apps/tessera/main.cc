@@ -71,8 +71,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   f->callback([&] { rc = RunSimFill(fill); });
   tessera::AddSimReplayCommand(*sim, rc);
+  tessera::AddSimQueuesCommand(*sim, rc);
+  tessera::AddSimPolluxCommand(*sim, rc);
   tessera::AddSimSharingCommand(*sim, rc);
   tessera::AddDemoCommand(app, rc);
+  tessera::AddExtenderCommand(app, rc);
+  tessera::AddSchedulerCommand(app, rc);
   tessera::AddPlanCommand(app, rc);
 
   CLI11_PARSE(app, argc, argv);

@@ -784,6 +784,18 @@ std::vector<WorkloadId> Admission::RequeueNode(ClusterState& state, NodeIdx n,
   return out;
 }
 
+Status Admission::Requeue(ClusterState& state, WorkloadId job, const std::string& why) {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kRunning)
+    return NotFound("job " + std::to_string(job) + " is not running");
+  impl_->Release(state, it->second);
+  it->second.st = JobState::kPending;
+  it->second.start = -1;
+  it->second.why = why;
+  ++impl_->qs[it->second.queue].pending;
+  return Status::Ok();
+}
+
 std::vector<WorkloadId> Admission::PendingJobs() const {
   std::vector<WorkloadId> out;
   for (const auto& [id, j] : impl_->jobs)

@@ -163,6 +163,9 @@ class Admission {
   // Requeues, whole, every running job with a pod on node n (the node disappeared or became
   // unusable): releases all their pods and makes them pending again. Returns the job ids.
   std::vector<WorkloadId> RequeueNode(ClusterState& state, NodeIdx n, const std::string& why);
+  // Requeues one running job: releases its pods and makes it pending again. NotFound if it
+  // is not running.
+  Status Requeue(ClusterState& state, WorkloadId job, const std::string& why);
   // Pending jobs, in no particular order.
   std::vector<WorkloadId> PendingJobs() const;
 

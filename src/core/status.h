@@ -21,6 +21,9 @@ enum class StatusCode {
   kResourceExhausted,
   kIoError,
   kInternal,
+  kConflict,          // optimistic-concurrency failure (HTTP 409 Conflict)
+  kUnavailable,       // transient: connection failure, 5xx; retry later
+  kPermissionDenied,  // HTTP 401/403
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -61,6 +64,15 @@ inline Status IoError(std::string m) {
 }
 inline Status Internal(std::string m) {
   return {StatusCode::kInternal, std::move(m)};
+}
+inline Status Conflict(std::string m) {
+  return {StatusCode::kConflict, std::move(m)};
+}
+inline Status Unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status PermissionDenied(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
 }
 
 template <typename T>

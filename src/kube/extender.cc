@@ -1,0 +1,968 @@
+#include "kube/extender.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+
+#include "cluster/cluster_state.h"
+#include "core/random.h"
+#include "engine/engine.h"
+
+namespace tessera::kube {
+namespace {
+
+constexpr int64_t kHostUnlimited = int64_t{1} << 40;
+constexpr WorkloadId kBlockedBase = WorkloadId{1} << 40;
+
+struct NodeEntry {
+  std::optional<NodeInfo> info;
+  std::string error;
+};
+
+// Whether a pod's placement can be decided on the node or is left to counting (MIG requests on
+// nodes without inventory).
+bool CountedMig(const PodRequest& p, const NodeInfo& n) {
+  return !p.gpu.mig_profile.empty() && n.inventory.empty();
+}
+
+std::string Mib(int64_t mib) {
+  if (mib % 1024 == 0) return std::to_string(mib / 1024) + " GiB";
+  return std::to_string(mib) + " MiB";
+}
+
+std::optional<SliceAssignment> ToSlice(const Assignment& a, const PodRequest& p,
+                                       const NodeInfo& n) {
+  SliceAssignment s;
+  s.node = 0;
+  for (int g : a.gpus) {
+    if (g < 0 || g >= n.spec.gpu_count) return std::nullopt;
+    s.gpus |= GpuMask{1} << g;
+  }
+  if (s.gpus == 0) return std::nullopt;
+  auto mig_start = [&]() -> int {
+    const size_t at = a.mig_instance.find('@');
+    return at == std::string::npos ? -1 : std::atoi(a.mig_instance.c_str() + at + 1);
+  };
+  switch (a.kind) {
+    case AssignmentKind::kExclusive:
+      s.kind = SliceKind::kExclusive;
+      return s;
+    case AssignmentKind::kMig:
+      s.kind = SliceKind::kMig;
+      s.mig_start = mig_start();
+      if (s.mig_start < 0) return std::nullopt;
+      return s;
+    case AssignmentKind::kMigMps:
+      s.kind = SliceKind::kMigMps;
+      s.mig_start = mig_start();
+      s.thread_pct = a.mps_thread_pct;
+      s.memory_mib = a.memory_limit_mib;
+      if (s.mig_start < 0) return std::nullopt;
+      return s;
+    case AssignmentKind::kMps:
+      s.kind = SliceKind::kMps;
+      s.thread_pct = a.mps_thread_pct;
+      s.memory_mib = a.memory_limit_mib;
+      return s;
+    case AssignmentKind::kTimeSlice:
+      s.kind = SliceKind::kTimeSlice;
+      s.memory_mib = a.memory_limit_mib;
+      return s;
+    case AssignmentKind::kShare: {
+      s.kind = SliceKind::kMps;
+      s.thread_pct = std::clamp((a.gpu_milli + 9) / 10, 1, 100);
+      const int64_t card = GpuCatalog::Builtin().Get(n.model).memory_mib;
+      s.memory_mib = a.memory_limit_mib > 0
+                         ? a.memory_limit_mib
+                         : std::max<int64_t>(p.gpu.memory_mib, card * a.gpu_milli / 1000);
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
+SliceDemand GpuOnly(SliceDemand d) {
+  d.cpu = MilliCpu(0);
+  d.host_memory = MiB(0);
+  return d;
+}
+
+// Free memory on one GPU for a new memory-limited client.
+int64_t FreeMemory(const GpuSlices& g) {
+  switch (g.mode) {
+    case GpuMode::kIdle:
+      return g.memory_mib;
+    case GpuMode::kExclusive:
+      return 0;
+    case GpuMode::kMps:
+    case GpuMode::kTimeSlice:
+      return std::max<int64_t>(0, g.memory_mib - g.memory_used);
+    case GpuMode::kMig: {
+      int64_t best = 0;
+      for (const MigSlot& s : g.instances) {
+        if (s.use == MigSlot::Use::kFree) best = std::max(best, s.memory_mib);
+        if (s.use == MigSlot::Use::kMps) best = std::max(best, s.memory_mib - s.memory_used);
+      }
+      return best;
+    }
+  }
+  return 0;
+}
+
+// The single-node model of one node with its bound GPU pods.
+struct NodeModel {
+  SliceCluster cluster;
+  std::map<std::string, int64_t> mig_counted;  // profile -> instances used (no inventory)
+};
+
+struct NodeFit {
+  bool fits = false;
+  bool unresolvable = false;
+  std::string reason;
+  SliceAssignment slice;
+  bool counted = false;  // MIG by count: no specific instance
+};
+
+void BlockGpu(SliceCluster& c, int g, WorkloadId& next) {
+  const GpuSlices& gpu = c.gpu(0, g);
+  if (gpu.mig_enabled()) {
+    for (const MigSlot& s : gpu.instances) {
+      if (s.use != MigSlot::Use::kFree) continue;
+      SliceAssignment a{SliceKind::kMig, 0, GpuMask{1} << g, s.instance.start, 0, 0};
+      (void)c.Allocate(next++, SliceDemand{}, a);
+    }
+    return;
+  }
+  SliceDemand d;
+  d.whole_gpus = 1;
+  (void)c.Allocate(next++, d, SliceAssignment{SliceKind::kExclusive, 0, GpuMask{1} << g, -1, 0, 0});
+}
+
+Assignment ToAssignment(const NodeInfo& n, const NodeModel& m, const PodRequest& p,
+                        const NodeFit& fit) {
+  Assignment a;
+  a.node = n.spec.name;
+  if (fit.counted) {
+    a.kind = AssignmentKind::kMig;
+    a.mig_instance = p.gpu.mig_profile;
+    return a;
+  }
+  const SliceAssignment& s = fit.slice;
+  switch (s.kind) {
+    case SliceKind::kExclusive:
+      a.kind = AssignmentKind::kExclusive;
+      break;
+    case SliceKind::kMig:
+      a.kind = AssignmentKind::kMig;
+      break;
+    case SliceKind::kMps:
+      a.kind = AssignmentKind::kMps;
+      break;
+    case SliceKind::kTimeSlice:
+      a.kind = AssignmentKind::kTimeSlice;
+      break;
+    case SliceKind::kMigMps:
+      a.kind = AssignmentKind::kMigMps;
+      break;
+  }
+  for (int g = 0; g < kMaxGpusPerNode; ++g) {
+    if (!((s.gpus >> g) & 1)) continue;
+    a.gpus.push_back(g);
+    if (g < static_cast<int>(n.inventory.size())) a.uuids.push_back(n.inventory[g].uuid);
+  }
+  if (a.uuids.size() != a.gpus.size()) a.uuids.clear();
+  if (s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps) {
+    const int g = a.gpus.empty() ? 0 : a.gpus[0];
+    const MigSlot* slot = m.cluster.gpu(0, g).Instance(s.mig_start);
+    const MigGeometry* geo = MigGeometryFor(n.model);
+    std::string profile = p.gpu.mig_profile;
+    if (slot && geo) profile = geo->profiles[slot->instance.profile].name;
+    a.mig_instance = profile + "@" + std::to_string(s.mig_start);
+  }
+  if (s.kind == SliceKind::kMps || s.kind == SliceKind::kMigMps) {
+    a.mps_thread_pct = s.thread_pct;
+    a.memory_limit_mib = s.memory_mib;
+  }
+  if (s.kind == SliceKind::kTimeSlice) a.memory_limit_mib = s.memory_mib;
+  return a;
+}
+
+Json FailedMap(const std::map<std::string, std::string>& m) {
+  Json j = Json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+// Node objects sent with the request (nodeCacheCapable: false), or null.
+const Json* NodeItems(const Json& args) {
+  if (!args.is_object()) return nullptr;
+  auto it = args.find("Nodes");
+  if (it == args.end() || !it->is_object()) return nullptr;
+  auto items = it->find("items");
+  if (items == it->end() || !items->is_array()) return nullptr;
+  return &*items;
+}
+
+std::vector<std::string> NodeNamesOf(const Json& args) {
+  std::vector<std::string> out;
+  if (const Json* items = NodeItems(args)) {
+    for (const Json& n : *items) {
+      const Json* meta = n.is_object() && n.contains("metadata") ? &n["metadata"] : nullptr;
+      if (meta && meta->is_object() && meta->contains("name") && (*meta)["name"].is_string())
+        out.push_back((*meta)["name"].get<std::string>());
+    }
+    return out;
+  }
+  if (args.is_object()) {
+    auto it = args.find("NodeNames");
+    if (it != args.end() && it->is_array())
+      for (const Json& n : *it)
+        if (n.is_string()) out.push_back(n.get<std::string>());
+  }
+  return out;
+}
+
+std::string PodKey(const PodRequest& p) {
+  return p.uid.empty() ? p.key() : p.uid;
+}
+
+}  // namespace
+
+struct Extender::State {
+  explicit State(const ExtenderOptions& o)
+      : options(o), selector(o.selector), scorer(MakeTesseraScorer(o.scoring)), rng(o.seed) {}
+
+  ExtenderOptions options;
+  SliceSelector selector;
+  std::unique_ptr<Scorer> scorer;
+  Rng rng;
+  std::map<std::string, NodeEntry> nodes;
+  std::unordered_map<std::string, PodRequest> pods;  // GPU pods by uid
+  std::set<std::string> observed;
+  ExtenderStats stats;
+
+  void PutNode(NodeInfo info) {
+    const std::string key = info.spec.name;
+    nodes[key] = NodeEntry{std::move(info), ""};
+  }
+
+  void Observe(const PodRequest& p) {
+    if (observed.insert(PodKey(p)).second) scorer->Observe(p.demand);
+  }
+
+  void StorePod(PodRequest p) {
+    Observe(p);
+    auto it = pods.find(PodKey(p));
+    if (it != pods.end() && p.node_name.empty() && !it->second.node_name.empty()) {
+      p.node_name = it->second.node_name;
+      if (!p.assignment) p.assignment = it->second.assignment;
+    }
+    pods[PodKey(p)] = std::move(p);
+  }
+
+  std::vector<const PodRequest*> BoundTo(const std::string& node,
+                                         const std::set<std::string>& exclude) const {
+    std::vector<const PodRequest*> out;
+    for (const auto& [uid, p] : pods)
+      if (p.node_name == node && !exclude.count(uid)) out.push_back(&p);
+    std::sort(out.begin(), out.end(), [](const PodRequest* a, const PodRequest* b) {
+      if (a->assignment.has_value() != b->assignment.has_value()) return a->assignment.has_value();
+      return PodKey(*a) < PodKey(*b);
+    });
+    return out;
+  }
+
+  Result<NodeModel> Model(const NodeInfo& n, const std::set<std::string>& exclude) const {
+    NodeModel m;
+    NodeSpec spec = n.spec;
+    spec.cpu = MilliCpu(kHostUnlimited);
+    spec.memory = MiB(kHostUnlimited);
+    auto added = m.cluster.AddNode(spec);
+    if (!added.ok()) return added.status();
+    for (const GpuInventoryEntry& e : n.inventory) {
+      if (!e.mig_enabled || e.index >= n.spec.gpu_count) continue;
+      const MigGeometry* geo = MigGeometryFor(n.model);
+      if (!geo) continue;
+      auto layout = ParseMigLayout(*geo, e.mig_layout);
+      if (!layout.ok()) return layout.status();
+      auto set = m.cluster.SetMigLayout(0, e.index, true, *layout);
+      if (!set.ok()) return set.status();
+    }
+    WorkloadId next = kBlockedBase;
+    for (int g = 0; g < n.spec.gpu_count; ++g)
+      if ((n.unhealthy >> g) & 1) BlockGpu(m.cluster, g, next);
+    WorkloadId id = 1;
+    for (const PodRequest* p : BoundTo(n.spec.name, exclude)) {
+      if (CountedMig(*p, n) || (p->assignment && p->assignment->gpus.empty())) {
+        ++m.mig_counted[p->gpu.mig_profile];
+        continue;
+      }
+      const SliceDemand d = GpuOnly(SliceDemandOn(*p, n.model));
+      const WorkloadId wid = id++;
+      if (p->assignment && p->assignment->node == n.spec.name) {
+        auto s = ToSlice(*p->assignment, *p, n);
+        if (s && m.cluster.Allocate(wid, d, *s).ok()) continue;
+      }
+      SliceChoice c = selector.Select(m.cluster, d);
+      if (c.placed) (void)m.cluster.Allocate(wid, d, c.assignment);
+    }
+    return m;
+  }
+
+  NodeFit Fit(const PodRequest& p, const std::string& node_name,
+              const std::set<std::string>& exclude, NodeModel* model_out = nullptr) const {
+    NodeFit f;
+    auto it = nodes.find(node_name);
+    if (it == nodes.end()) {
+      f.unresolvable = true;
+      f.reason = "node not known to the Tessera extender";
+      return f;
+    }
+    if (!it->second.info) {
+      f.unresolvable = true;
+      f.reason = it->second.error;
+      return f;
+    }
+    const NodeInfo& n = *it->second.info;
+    const auto& cat = GpuCatalog::Builtin();
+    if (n.model == kNoGpuModel) {
+      f.unresolvable = true;
+      f.reason = "node has no GPUs";
+      return f;
+    }
+    const std::string model_name = cat.Get(n.model).name;
+    if (!p.demand.AllowsModel(n.model)) {
+      f.unresolvable = true;
+      f.reason = p.gpu.mig_profile.empty()
+                     ? "GPU model " + model_name + " is not among the pod's allowed models"
+                     : "GPU model " + model_name + " has no MIG profile " + p.gpu.mig_profile;
+      return f;
+    }
+    auto model = Model(n, exclude);
+    if (!model.ok()) {
+      f.unresolvable = true;
+      f.reason = "node model: " + model.status().message();
+      return f;
+    }
+    if (CountedMig(p, n)) {
+      auto a = n.mig_allocatable.find(p.gpu.mig_profile);
+      const int64_t have = a == n.mig_allocatable.end() ? 0 : a->second;
+      if (have == 0) {
+        f.unresolvable = true;
+        f.reason = "node offers no " + p.gpu.mig_profile + " MIG instances";
+        return f;
+      }
+      auto used = model->mig_counted.find(p.gpu.mig_profile);
+      if (used != model->mig_counted.end() && used->second >= have) {
+        f.reason = "no free " + p.gpu.mig_profile + " slice";
+        return f;
+      }
+      f.fits = true;
+      f.counted = true;
+      f.slice.kind = SliceKind::kMig;
+      if (model_out) *model_out = std::move(*model);
+      return f;
+    }
+    const SliceDemand d = GpuOnly(SliceDemandOn(p, n.model));
+    const int usable = n.spec.gpu_count - std::popcount(n.unhealthy);
+    if (p.gpu.whole_gpus > usable) {
+      f.unresolvable = true;
+      f.reason = "node has " + std::to_string(usable) + " usable GPUs, the pod needs " +
+                 std::to_string(p.gpu.whole_gpus);
+      return f;
+    }
+    SliceChoice c = selector.Select(model->cluster, d);
+    if (c.placed) {
+      f.fits = true;
+      f.slice = c.assignment;
+      if (model_out) *model_out = std::move(*model);
+      return f;
+    }
+    const SliceCluster& sc = model->cluster;
+    if (p.gpu.whole_gpus > 0) {
+      int idle = 0;
+      for (int g = 0; g < sc.gpu_count(0); ++g) idle += sc.gpu(0, g).Idle();
+      f.reason = "insufficient free GPUs: " + std::to_string(p.gpu.whole_gpus) + " requested, " +
+                 std::to_string(idle) + " idle";
+      return f;
+    }
+    if (!p.gpu.mig_profile.empty()) {
+      f.reason = "no free " + p.gpu.mig_profile + " slice";
+      return f;
+    }
+    const int64_t need = EffectiveMemoryMib(d, n.model);
+    const int64_t card = cat.Get(n.model).memory_mib;
+    if (card > 0 && need > card) {
+      f.unresolvable = true;
+      f.reason = "insufficient GPU memory: " + Mib(need) + " requested, a " + model_name + " has " +
+                 Mib(card);
+      return f;
+    }
+    int64_t best = 0;
+    for (int g = 0; g < sc.gpu_count(0); ++g)
+      if (!((n.unhealthy >> g) & 1)) best = std::max(best, FreeMemory(sc.gpu(0, g)));
+    if (best < need) {
+      f.reason = "insufficient GPU memory: " + Mib(need) + " requested, at most " + Mib(best) +
+                 " free on one GPU";
+      return f;
+    }
+    f.reason =
+        std::string("no GPU slice for ") + IsolationName(p.isolation) + " isolation: " + c.reason;
+    return f;
+  }
+
+  // Engine view of the candidate nodes for prioritize.
+  std::vector<int64_t> Scores(const PodRequest& p, const std::vector<std::string>& names) {
+    std::vector<int64_t> out(names.size(), 0);
+    ClusterState state;
+    std::vector<int> idx_of(names.size(), -1);
+    std::vector<GpuModelId> model_of;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!Fit(p, names[i], {}).fits) continue;
+      const NodeInfo& n = *nodes.at(names[i]).info;
+      if (n.spec.gpu_count == 0 || CountedMig(p, n)) {
+        out[i] = -1;  // fits, but the engine has no per-GPU view: neutral
+        continue;
+      }
+      auto added = state.AddNode(n.spec);
+      if (!added.ok()) continue;
+      idx_of[i] = static_cast<int>(*added);
+      model_of.push_back(n.model);
+      WorkloadId wid = 1;
+      // Unhealthy GPUs, and MIG-partitioned ones unless the pod asks for a MIG instance, are
+      // not available to the pod.
+      GpuMask blocked = n.unhealthy;
+      if (p.gpu.mig_profile.empty())
+        for (const GpuInventoryEntry& e : n.inventory)
+          if (e.mig_enabled) blocked |= GpuMask{1} << e.index;
+      for (int g = 0; g < n.spec.gpu_count; ++g) {
+        if (!((blocked >> g) & 1)) continue;
+        Demand blk;
+        blk.num_gpu = 1;
+        blk.gpu_milli = 1000;
+        (void)state.Allocate(kBlockedBase + (uint64_t{*added} << 16) + g, blk,
+                             Placement{*added, GpuMask{1} << g});
+      }
+      for (const PodRequest* bp : BoundTo(n.spec.name, {})) {
+        Demand d = DemandOn(*bp, n.model);
+        if (d.num_gpu == 0) continue;
+        GpuMask mask = 0;
+        if (bp->assignment && !bp->assignment->gpus.empty()) {
+          const Assignment& a = *bp->assignment;
+          for (int g : a.gpus)
+            if (g >= 0 && g < n.spec.gpu_count) mask |= GpuMask{1} << g;
+          d.num_gpu = std::popcount(mask);
+          if (a.kind == AssignmentKind::kShare && a.gpu_milli > 0) d.gpu_milli = a.gpu_milli;
+          if (a.kind == AssignmentKind::kMps)
+            d.gpu_milli = std::max(d.gpu_milli, a.mps_thread_pct * 10);
+          if (a.kind == AssignmentKind::kExclusive) d.gpu_milli = 1000;
+          d.gpu_milli = std::clamp(d.gpu_milli, 1, 1000);
+        }
+        if (mask == 0) {
+          const NodeFree& f = state.free(*added);
+          for (int g = 0; g < f.gpu_count && std::popcount(mask) < d.num_gpu; ++g)
+            if (f.gpu[g] >= d.gpu_milli) mask |= GpuMask{1} << g;
+          if (std::popcount(mask) < d.num_gpu) continue;
+        }
+        const WorkloadId id = (uint64_t{*added} << 20) + wid++;
+        if (state.Allocate(id, d, Placement{*added, mask}).ok()) continue;
+        d.cpu = MilliCpu(0);
+        d.memory = MiB(0);
+        (void)state.Allocate(id, d, Placement{*added, mask});
+      }
+    }
+    // Score per distinct demand (one per GPU model), so the scorer's pre-pass matches.
+    std::map<std::pair<int, int>, std::vector<NodeIdx>> groups;
+    std::vector<double> raw(names.size(), 0);
+    std::vector<bool> scored(names.size(), false);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (idx_of[i] < 0) continue;
+      const NodeIdx n = static_cast<NodeIdx>(idx_of[i]);
+      const Demand d = DemandOn(p, state.spec(n).model);
+      if (FilterNode(state.free(n), d) != FilterVerdict::kFits) continue;
+      groups[{d.num_gpu, d.gpu_milli}].push_back(n);
+    }
+    std::unordered_map<NodeIdx, double> by_node;
+    for (const auto& [shape, feasible] : groups) {
+      const Demand d = DemandOn(p, state.spec(feasible[0]).model);
+      scorer->PreScore(state, d, feasible, rng);
+      for (NodeIdx n : feasible)
+        by_node[n] = scorer->Score(state, n, DemandOn(p, state.spec(n).model)).score;
+    }
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (idx_of[i] < 0) continue;
+      auto it = by_node.find(static_cast<NodeIdx>(idx_of[i]));
+      if (it == by_node.end()) continue;
+      raw[i] = it->second;
+      scored[i] = true;
+      lo = any ? std::min(lo, raw[i]) : raw[i];
+      hi = any ? std::max(hi, raw[i]) : raw[i];
+      any = true;
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (out[i] == -1) {
+        out[i] = 5;
+      } else if (scored[i]) {
+        out[i] = hi > lo ? std::llround(10.0 * (raw[i] - lo) / (hi - lo)) : 10;
+      }
+    }
+    return out;
+  }
+};
+
+Extender::Extender(ExtenderOptions options) : state_(std::make_unique<State>(options)) {}
+Extender::~Extender() = default;
+
+Status Extender::UpsertNode(const Json& node) {
+  auto info = TranslateNode(node);
+  std::string name;
+  if (node.is_object() && node.contains("metadata") && node["metadata"].is_object() &&
+      node["metadata"].contains("name") && node["metadata"]["name"].is_string())
+    name = node["metadata"]["name"].get<std::string>();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!info.ok()) {
+    if (!name.empty()) state_->nodes[name] = NodeEntry{std::nullopt, info.status().message()};
+    return info.status();
+  }
+  state_->PutNode(std::move(*info));
+  return Status::Ok();
+}
+
+void Extender::RemoveNode(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->nodes.erase(name);
+}
+
+Status Extender::UpsertPod(const Json& pod) {
+  auto p = TranslatePod(pod);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!p.ok()) {
+    std::string uid;
+    if (pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object() &&
+        pod["metadata"].contains("uid") && pod["metadata"]["uid"].is_string())
+      uid = pod["metadata"]["uid"].get<std::string>();
+    if (!uid.empty()) state_->pods.erase(uid);
+    return p.status();
+  }
+  if (p->terminal() || !p->wants_gpu()) {
+    state_->pods.erase(PodKey(*p));
+    return Status::Ok();
+  }
+  state_->StorePod(std::move(*p));
+  return Status::Ok();
+}
+
+void Extender::RemovePod(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->pods.erase(uid);
+}
+
+ExtenderStats Extender::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExtenderStats s = state_->stats;
+  s.nodes = state_->nodes.size();
+  s.gpu_pods = state_->pods.size();
+  return s;
+}
+
+std::optional<Assignment> Extender::AssignmentOf(const std::string& uid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = state_->pods.find(uid);
+  if (it == state_->pods.end()) return std::nullopt;
+  return it->second.assignment;
+}
+
+Json Extender::Filter(const Json& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return FilterLocked(args);
+  } catch (const std::exception& e) {
+    return Json{{"Nodes", nullptr},
+                {"NodeNames", nullptr},
+                {"FailedNodes", Json::object()},
+                {"FailedAndUnresolvableNodes", Json::object()},
+                {"Error", std::string("filter: malformed request: ") + e.what()}};
+  }
+}
+
+Json Extender::Prioritize(const Json& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return PrioritizeLocked(args);
+  } catch (const std::exception&) {
+    return Json::array();
+  }
+}
+
+Json Extender::Bind(const Json& args, const BindFn& bind_fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  try {
+    return BindLocked(args, bind_fn, lock);
+  } catch (const std::exception& e) {
+    if (!lock.owns_lock()) lock.lock();
+    ++state_->stats.bind_errors;
+    return Json{{"Error", std::string("bind: malformed request: ") + e.what()}};
+  }
+}
+
+Json Extender::Preempt(const Json& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    return PreemptLocked(args);
+  } catch (const std::exception&) {
+    return Json{{"NodeNameToMetaVictims", Json::object()}};
+  }
+}
+
+Json Extender::FilterLocked(const Json& args) {
+  State& s = *state_;
+  ++s.stats.filter;
+  Json result = {{"Nodes", nullptr},
+                 {"NodeNames", nullptr},
+                 {"FailedNodes", Json::object()},
+                 {"FailedAndUnresolvableNodes", Json::object()},
+                 {"Error", ""}};
+  if (!args.is_object() || !args.contains("Pod")) {
+    result["Error"] = "filter: request has no Pod";
+    return result;
+  }
+  const Json* items = NodeItems(args);
+  if (items)
+    for (const Json& n : *items) {
+      auto info = TranslateNode(n);
+      if (info.ok()) {
+        s.PutNode(std::move(*info));
+      } else if (n.is_object() && n.contains("metadata") && n["metadata"].is_object() &&
+                 n["metadata"].contains("name") && n["metadata"]["name"].is_string()) {
+        s.nodes[n["metadata"]["name"].get<std::string>()] =
+            NodeEntry{std::nullopt, info.status().message()};
+      }
+    }
+  const std::vector<std::string> names = NodeNamesOf(args);
+  std::map<std::string, std::string> failed, unresolvable;
+  std::set<std::string> pass;
+  auto pod = TranslatePod(args["Pod"]);
+  if (!pod.ok()) {
+    ++s.stats.invalid_pods;
+    for (const auto& n : names) unresolvable[n] = "invalid GPU request: " + pod.status().message();
+  } else if (!pod->wants_gpu()) {
+    pass.insert(names.begin(), names.end());
+  } else {
+    if (pod->node_name.empty()) s.StorePod(*pod);
+    for (const auto& n : names) {
+      NodeFit f = s.Fit(*pod, n, {});
+      if (f.fits)
+        pass.insert(n);
+      else
+        (f.unresolvable ? unresolvable : failed)[n] = f.reason;
+    }
+  }
+  if (items) {
+    Json nodes = args["Nodes"];
+    Json kept = Json::array();
+    for (const Json& n : *items) {
+      if (!n.is_object()) continue;
+      const std::string name = n.value("/metadata/name"_json_pointer, std::string());
+      if (pass.count(name)) kept.push_back(n);
+    }
+    nodes["items"] = std::move(kept);
+    result["Nodes"] = std::move(nodes);
+  } else {
+    Json list = Json::array();
+    for (const auto& n : names)
+      if (pass.count(n)) list.push_back(n);
+    result["NodeNames"] = std::move(list);
+  }
+  result["FailedNodes"] = FailedMap(failed);
+  result["FailedAndUnresolvableNodes"] = FailedMap(unresolvable);
+  return result;
+}
+
+Json Extender::PrioritizeLocked(const Json& args) {
+  State& s = *state_;
+  ++s.stats.prioritize;
+  if (const Json* items = NodeItems(args))
+    for (const Json& n : *items) {
+      auto info = TranslateNode(n);
+      if (info.ok()) s.PutNode(std::move(*info));
+    }
+  const std::vector<std::string> names = NodeNamesOf(args);
+  std::vector<int64_t> scores(names.size(), 0);
+  if (args.is_object() && args.contains("Pod")) {
+    auto pod = TranslatePod(args["Pod"]);
+    if (pod.ok() && pod->wants_gpu()) {
+      s.Observe(*pod);
+      scores = s.Scores(*pod, names);
+    }
+  }
+  Json out = Json::array();
+  for (size_t i = 0; i < names.size(); ++i)
+    out.push_back({{"Host", names[i]}, {"Score", scores[i]}});
+  return out;
+}
+
+Json Extender::BindLocked(const Json& args, const BindFn& bind_fn,
+                          std::unique_lock<std::mutex>& lock) {
+  State& s = *state_;
+  ++s.stats.bind;
+  auto fail = [&](const std::string& msg) {
+    ++s.stats.bind_errors;
+    return Json{{"Error", msg}};
+  };
+  if (!args.is_object()) return fail("bind: request is not an object");
+  const std::string name = args.value("PodName", "");
+  const std::string ns = args.value("PodNamespace", "");
+  const std::string uid = args.value("PodUID", "");
+  const std::string node = args.value("Node", "");
+  if (name.empty() || node.empty()) return fail("bind: PodName and Node are required");
+  PodRequest* pod = nullptr;
+  if (auto it = s.pods.find(uid); !uid.empty() && it != s.pods.end()) pod = &it->second;
+  if (!pod)
+    for (auto& [k, p] : s.pods)
+      if (p.name == name && p.ns == ns) pod = &p;
+  std::map<std::string, std::string> annotations;
+  if (pod) {
+    if (!pod->node_name.empty() && pod->node_name != node)
+      return fail("pod " + ns + "/" + name + " is already bound to " + pod->node_name);
+    NodeModel model;
+    NodeFit f = s.Fit(*pod, node, {PodKey(*pod)}, &model);
+    if (!f.fits) return fail("cannot bind " + ns + "/" + name + " to " + node + ": " + f.reason);
+    const Assignment a = ToAssignment(*s.nodes.at(node).info, model, *pod, f);
+    annotations[kAnnotationAssignment] = EncodeAssignment(a);
+    // The binding call runs without the lock; the pod is recorded as bound first so concurrent
+    // filters see its GPUs taken, and released again if the binding fails.
+    const std::string key = PodKey(*pod);
+    const PodRequest before = *pod;
+    pod->node_name = node;
+    pod->assignment = a;
+    lock.unlock();
+    Status st = bind_fn(ns, name, uid, node, annotations);
+    lock.lock();
+    if (!st.ok()) {
+      if (auto it = s.pods.find(key); it != s.pods.end() && it->second.node_name == node)
+        it->second = before;
+      return fail("binding " + ns + "/" + name + " to " + node + ": " + st.message());
+    }
+    return Json{{"Error", ""}};
+  }
+  lock.unlock();
+  Status st = bind_fn(ns, name, uid, node, annotations);
+  lock.lock();
+  if (!st.ok()) return fail("binding " + ns + "/" + name + " to " + node + ": " + st.message());
+  return Json{{"Error", ""}};
+}
+
+Json Extender::PreemptLocked(const Json& args) {
+  State& s = *state_;
+  ++s.stats.preempt;
+  Json out = {{"NodeNameToMetaVictims", Json::object()}};
+  if (!args.is_object()) return out;
+  // Victims per node as UIDs, from either form.
+  std::map<std::string, std::pair<std::vector<std::string>, int64_t>> victims;
+  for (const char* key : {"NodeNameToMetaVictims", "NodeNameToVictims"}) {
+    auto it = args.find(key);
+    if (it == args.end() || !it->is_object()) continue;
+    for (auto n = it->begin(); n != it->end(); ++n) {
+      auto& [uids, pdb] = victims[n.key()];
+      if (!n->is_object()) continue;
+      pdb = n->value("NumPDBViolations", int64_t{0});
+      auto pods = n->find("Pods");
+      if (pods == n->end() || !pods->is_array()) continue;
+      for (const Json& v : *pods) {
+        if (!v.is_object()) continue;
+        std::string uid = v.value("UID", "");
+        if (uid.empty()) uid = v.value("/metadata/uid"_json_pointer, std::string());
+        if (!uid.empty()) uids.push_back(uid);
+      }
+    }
+  }
+  std::optional<PodRequest> pod;
+  if (args.contains("Pod")) {
+    auto p = TranslatePod(args["Pod"]);
+    if (p.ok()) pod = std::move(*p);
+  }
+  for (auto& [node, v] : victims) {
+    auto& [uids, pdb] = v;
+    std::vector<std::string> chosen = uids;
+    if (pod && pod->wants_gpu()) {
+      std::set<std::string> exclude(uids.begin(), uids.end());
+      NodeFit f = s.Fit(*pod, node, exclude);
+      if (!f.fits && !f.unresolvable) {
+        std::vector<const PodRequest*> extra;
+        for (const PodRequest* bp : s.BoundTo(node, exclude))
+          if (bp->priority < pod->priority) extra.push_back(bp);
+        std::sort(extra.begin(), extra.end(), [](const PodRequest* a, const PodRequest* b) {
+          if (a->priority != b->priority) return a->priority < b->priority;
+          return a->creation_timestamp > b->creation_timestamp;
+        });
+        for (const PodRequest* bp : extra) {
+          exclude.insert(PodKey(*bp));
+          chosen.push_back(PodKey(*bp));
+          f = s.Fit(*pod, node, exclude);
+          if (f.fits) break;
+        }
+      }
+      if (!f.fits) continue;
+    }
+    if (chosen.empty()) continue;
+    Json pods = Json::array();
+    for (const auto& uid : chosen) pods.push_back({{"UID", uid}});
+    out["NodeNameToMetaVictims"][node] = {{"Pods", pods}, {"NumPDBViolations", pdb}};
+  }
+  return out;
+}
+
+// ---- HTTP server ----
+
+namespace {
+
+const char* RequiredField(const std::string& verb, const Json& body) {
+  if (verb == "bind") {
+    if (!body.is_object()) return "a JSON object";
+    for (const char* k : {"PodName", "PodNamespace", "Node"})
+      if (!body.contains(k) || !body[k].is_string()) return k;
+    return nullptr;
+  }
+  if (!body.is_object()) return "a JSON object";
+  if (!body.contains("Pod") || !body["Pod"].is_object()) return "Pod";
+  return nullptr;
+}
+
+}  // namespace
+
+struct ExtenderServer::Impl {
+  Extender& ext;
+  BindFn bind_fn;
+  ExtenderServerOptions opts;
+  std::unique_ptr<httplib::Server> server;
+  std::thread thread;
+  std::mutex mu;
+  std::map<std::string, int64_t> bad_requests;
+
+  Impl(Extender& e, BindFn b, ExtenderServerOptions o)
+      : ext(e), bind_fn(std::move(b)), opts(std::move(o)) {}
+
+  void Routes() {
+    std::string prefix = opts.prefix;
+    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+    if (!prefix.empty() && prefix.front() != '/') prefix = "/" + prefix;
+    for (const std::string verb : {"filter", "prioritize", "bind", "preempt"}) {
+      server->Post(prefix + "/" + verb, [this, verb](const httplib::Request& req,
+                                                     httplib::Response& res) {
+        Json body = Json::parse(req.body, nullptr, false);
+        const char* missing = body.is_discarded() ? "a JSON body" : RequiredField(verb, body);
+        if (missing) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            ++bad_requests[verb];
+          }
+          res.status = 400;
+          res.set_content(Json{{"Error", verb + ": malformed request: expected " + missing}}.dump(),
+                          "application/json");
+          return;
+        }
+        Json out;
+        if (verb == "filter") out = ext.Filter(body);
+        if (verb == "prioritize") out = ext.Prioritize(body);
+        if (verb == "bind") out = ext.Bind(body, bind_fn);
+        if (verb == "preempt") out = ext.Preempt(body);
+        res.set_content(out.dump(), "application/json");
+      });
+    }
+    server->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok", "text/plain");
+    });
+    server->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      const ExtenderStats s = ext.stats();
+      std::ostringstream o;
+      o << "# HELP tessera_extender_requests_total Extender requests by verb.\n"
+        << "# TYPE tessera_extender_requests_total counter\n"
+        << "tessera_extender_requests_total{verb=\"filter\"} " << s.filter << "\n"
+        << "tessera_extender_requests_total{verb=\"prioritize\"} " << s.prioritize << "\n"
+        << "tessera_extender_requests_total{verb=\"bind\"} " << s.bind << "\n"
+        << "tessera_extender_requests_total{verb=\"preempt\"} " << s.preempt << "\n"
+        << "# HELP tessera_extender_bad_requests_total Requests rejected with 400.\n"
+        << "# TYPE tessera_extender_bad_requests_total counter\n";
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const auto& [verb, n] : bad_requests)
+          o << "tessera_extender_bad_requests_total{verb=\"" << verb << "\"} " << n << "\n";
+      }
+      o << "# HELP tessera_binding_errors_total Bindings that failed.\n"
+        << "# TYPE tessera_binding_errors_total counter\n"
+        << "tessera_binding_errors_total " << s.bind_errors << "\n"
+        << "# HELP tessera_invalid_pods_total GPU pods rejected because their request is invalid.\n"
+        << "# TYPE tessera_invalid_pods_total counter\n"
+        << "tessera_invalid_pods_total " << s.invalid_pods << "\n"
+        << "# HELP tessera_extender_nodes Nodes in the extender's view.\n"
+        << "# TYPE tessera_extender_nodes gauge\n"
+        << "tessera_extender_nodes " << s.nodes << "\n"
+        << "# HELP tessera_extender_gpu_pods GPU pods tracked (pending and bound).\n"
+        << "# TYPE tessera_extender_gpu_pods gauge\n"
+        << "tessera_extender_gpu_pods " << s.gpu_pods << "\n";
+      res.set_content(o.str(), "text/plain; version=0.0.4");
+    });
+  }
+};
+
+ExtenderServer::ExtenderServer(Extender& extender, BindFn bind_fn, ExtenderServerOptions options)
+    : impl_(std::make_unique<Impl>(extender, std::move(bind_fn), std::move(options))) {}
+
+ExtenderServer::~ExtenderServer() {
+  Stop();
+}
+
+Status ExtenderServer::Start() {
+  const auto& o = impl_->opts;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
+    return InvalidArgument("--tls-cert and --tls-key must be given together");
+  if (!o.tls_cert_file.empty()) {
+    auto ssl =
+        std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
+    if (!ssl->is_valid())
+      return IoError("cannot load TLS certificate " + o.tls_cert_file + " / key " + o.tls_key_file);
+    impl_->server = std::move(ssl);
+  } else {
+    impl_->server = std::make_unique<httplib::Server>();
+  }
+  impl_->Routes();
+  int port = o.port;
+  if (port == 0) {
+    port = impl_->server->bind_to_any_port(o.address);
+    if (port < 0) return IoError("cannot bind " + o.address);
+  } else if (!impl_->server->bind_to_port(o.address, port)) {
+    return IoError("cannot bind " + o.address + ":" + std::to_string(port));
+  }
+  port_ = port;
+  impl_->thread = std::thread([this] { impl_->server->listen_after_bind(); });
+  // Stop() is only effective once the server runs; wait for it so Start/Stop pairs never hang.
+  for (int i = 0; i < 500 && !impl_->server->is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return Status::Ok();
+}
+
+void ExtenderServer::Stop() {
+  if (!impl_ || !impl_->server) return;
+  impl_->server->stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+Status ServeExtender(Extender& extender, BindFn bind_fn, const ExtenderServerOptions& options,
+                     const std::function<bool()>& stop) {
+  ExtenderServer server(extender, std::move(bind_fn), options);
+  TESSERA_RETURN_IF_ERROR(server.Start());
+  while (!stop()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.Stop();
+  return Status::Ok();
+}
+
+}  // namespace tessera::kube

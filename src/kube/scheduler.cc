@@ -1,0 +1,526 @@
+#include "kube/scheduler.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <httplib.h>
+
+#include "kube/informer.h"
+
+namespace tessera::kube {
+
+Status SchedulerRuntimeConfig::Validate() const {
+  TESSERA_RETURN_IF_ERROR(core.Validate());
+  if (leader_elect) TESSERA_RETURN_IF_ERROR(leader.Validate());
+  if (bind_threads < 1 || bind_threads > 256)
+    return InvalidArgument("binding.threads must be 1..256");
+  if (!(cycle_interval_s >= 0) || cycle_interval_s > 60)
+    return InvalidArgument("cycleIntervalSeconds must be in [0, 60]");
+  return Status::Ok();
+}
+
+// ---- configuration ------------------------------------------------------------------------------
+
+namespace {
+
+Status CheckKeys(const YAML::Node& n, const std::string& path, std::set<std::string> known) {
+  if (!n.IsMap()) return InvalidArgument(path + ": expected a mapping");
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>();
+    if (!known.count(k))
+      return InvalidArgument(path + (path.empty() ? "" : ".") + k + ": unknown key");
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Get(const YAML::Node& n, const std::string& key, const std::string& path, T& out) {
+  if (!n[key]) return Status::Ok();
+  try {
+    out = n[key].as<T>();
+  } catch (const YAML::Exception&) {
+    return InvalidArgument(path + (path.empty() ? "" : ".") + key + ": wrong type");
+  }
+  return Status::Ok();
+}
+
+Result<Resources> ParseResources(const YAML::Node& n, const std::string& path) {
+  TESSERA_RETURN_IF_ERROR(CheckKeys(n, path, {"gpu", "cpu", "memoryGiB"}));
+  double gpu = 0, cpu = 0, mem = 0;
+  TESSERA_RETURN_IF_ERROR(Get(n, "gpu", path, gpu));
+  TESSERA_RETURN_IF_ERROR(Get(n, "cpu", path, cpu));
+  TESSERA_RETURN_IF_ERROR(Get(n, "memoryGiB", path, mem));
+  if (gpu < 0 || cpu < 0 || mem < 0) return InvalidArgument(path + ": negative quantity");
+  // Unset CPU and memory do not limit.
+  Resources r;
+  r.gpu = static_cast<int64_t>(std::llround(gpu * 1000));
+  r.cpu = n["cpu"] ? static_cast<int64_t>(std::llround(cpu * 1000)) : int64_t{1} << 50;
+  r.memory = n["memoryGiB"] ? static_cast<int64_t>(std::llround(mem * 1024)) : int64_t{1} << 50;
+  return r;
+}
+
+}  // namespace
+
+Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument("line " + std::to_string(e.mark.line + 1) + ", column " +
+                           std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  SchedulerRuntimeConfig c;
+  if (!root || root.IsNull()) return c;
+  TESSERA_RETURN_IF_ERROR(
+      CheckKeys(root, "",
+                {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
+                 "cycleIntervalSeconds", "podConditions", "podEvents", "admission",
+                 "gangSettleSeconds", "queues", "seed"}));
+  TESSERA_RETURN_IF_ERROR(Get(root, "schedulerName", "", c.core.scheduler_name));
+  TESSERA_RETURN_IF_ERROR(Get(root, "policy", "", c.core.policy));
+  TESSERA_RETURN_IF_ERROR(Get(root, "metricsAddress", "", c.metrics_addr));
+  TESSERA_RETURN_IF_ERROR(Get(root, "cycleIntervalSeconds", "", c.cycle_interval_s));
+  TESSERA_RETURN_IF_ERROR(Get(root, "podConditions", "", c.pod_conditions));
+  TESSERA_RETURN_IF_ERROR(Get(root, "podEvents", "", c.pod_events));
+  TESSERA_RETURN_IF_ERROR(Get(root, "gangSettleSeconds", "", c.core.gang_settle_s));
+  TESSERA_RETURN_IF_ERROR(Get(root, "seed", "", c.core.seed));
+  if (auto le = root["leaderElection"]) {
+    const std::string p = "leaderElection";
+    TESSERA_RETURN_IF_ERROR(CheckKeys(le, p,
+                                      {"enabled", "namespace", "name", "leaseDurationSeconds",
+                                       "renewDeadlineSeconds", "retryPeriodSeconds"}));
+    TESSERA_RETURN_IF_ERROR(Get(le, "enabled", p, c.leader_elect));
+    TESSERA_RETURN_IF_ERROR(Get(le, "namespace", p, c.leader.ns));
+    TESSERA_RETURN_IF_ERROR(Get(le, "name", p, c.leader.name));
+    TESSERA_RETURN_IF_ERROR(Get(le, "leaseDurationSeconds", p, c.leader.lease_duration_s));
+    TESSERA_RETURN_IF_ERROR(Get(le, "renewDeadlineSeconds", p, c.leader.renew_deadline_s));
+    TESSERA_RETURN_IF_ERROR(Get(le, "retryPeriodSeconds", p, c.leader.retry_period_s));
+  }
+  if (auto b = root["binding"]) {
+    TESSERA_RETURN_IF_ERROR(CheckKeys(b, "binding", {"threads"}));
+    TESSERA_RETURN_IF_ERROR(Get(b, "threads", "binding", c.bind_threads));
+  }
+  if (auto a = root["admission"]) {
+    const std::string p = "admission";
+    TESSERA_RETURN_IF_ERROR(
+        CheckKeys(a, p,
+                  {"usageHalfLifeSeconds", "backfill", "reservations", "preemption", "fairSharing",
+                   "minRuntimeSeconds", "gpuEquivalents"}));
+    TESSERA_RETURN_IF_ERROR(Get(a, "usageHalfLifeSeconds", p, c.core.admission.usage_half_life_s));
+    TESSERA_RETURN_IF_ERROR(Get(a, "backfill", p, c.core.admission.backfill));
+    TESSERA_RETURN_IF_ERROR(Get(a, "reservations", p, c.core.admission.reservations));
+    TESSERA_RETURN_IF_ERROR(Get(a, "preemption", p, c.core.admission.preemption));
+    TESSERA_RETURN_IF_ERROR(Get(a, "fairSharing", p, c.core.admission.fair_sharing));
+    TESSERA_RETURN_IF_ERROR(Get(a, "minRuntimeSeconds", p, c.core.admission.min_runtime_s));
+    if (auto eq = a["gpuEquivalents"]) {
+      if (!eq.IsMap()) return InvalidArgument(p + ".gpuEquivalents: expected a mapping");
+      for (const auto& kv : eq) {
+        try {
+          c.core.admission.gpu_equivalents[kv.first.as<std::string>()] = kv.second.as<double>();
+        } catch (const YAML::Exception&) {
+          return InvalidArgument(p + ".gpuEquivalents." + kv.first.as<std::string>() +
+                                 ": wrong type");
+        }
+      }
+    }
+  }
+  if (auto qs = root["queues"]) {
+    if (!qs.IsSequence()) return InvalidArgument("queues: expected a list");
+    for (size_t i = 0; i < qs.size(); ++i) {
+      const std::string p = "queues[" + std::to_string(i) + "]";
+      const YAML::Node q = qs[i];
+      TESSERA_RETURN_IF_ERROR(CheckKeys(
+          q, p, {"name", "cohort", "weight", "flavors", "preemptWithinQueue", "reclaim"}));
+      QueueSpec spec;
+      TESSERA_RETURN_IF_ERROR(Get(q, "name", p, spec.name));
+      TESSERA_RETURN_IF_ERROR(Get(q, "cohort", p, spec.cohort));
+      TESSERA_RETURN_IF_ERROR(Get(q, "weight", p, spec.weight));
+      TESSERA_RETURN_IF_ERROR(Get(q, "preemptWithinQueue", p, spec.preempt_within_queue));
+      TESSERA_RETURN_IF_ERROR(Get(q, "reclaim", p, spec.reclaim));
+      if (!q["flavors"] || !q["flavors"].IsSequence())
+        return InvalidArgument(p + ".flavors: required list");
+      for (size_t k = 0; k < q["flavors"].size(); ++k) {
+        const std::string fp = p + ".flavors[" + std::to_string(k) + "]";
+        const YAML::Node f = q["flavors"][k];
+        TESSERA_RETURN_IF_ERROR(
+            CheckKeys(f, fp, {"name", "models", "nominal", "borrowingLimit", "lendingLimit"}));
+        FlavorQuota fq;
+        TESSERA_RETURN_IF_ERROR(Get(f, "name", fp, fq.name));
+        if (auto m = f["models"]) {
+          if (!m.IsSequence()) return InvalidArgument(fp + ".models: expected a list");
+          for (const auto& name : m) {
+            auto id = GpuCatalog::Builtin().Find(name.as<std::string>());
+            if (!id)
+              return InvalidArgument(fp + ".models: unknown GPU model '" + name.as<std::string>() +
+                                     "'");
+            fq.models |= ModelMask{1} << *id;
+          }
+        }
+        if (!f["nominal"]) return InvalidArgument(fp + ".nominal: required");
+        auto nominal = ParseResources(f["nominal"], fp + ".nominal");
+        if (!nominal.ok()) return nominal.status();
+        fq.nominal = *nominal;
+        if (f["borrowingLimit"]) {
+          auto r = ParseResources(f["borrowingLimit"], fp + ".borrowingLimit");
+          if (!r.ok()) return r.status();
+          fq.borrowing_limit = *r;
+        }
+        if (f["lendingLimit"]) {
+          auto r = ParseResources(f["lendingLimit"], fp + ".lendingLimit");
+          if (!r.ok()) return r.status();
+          r->cpu = std::min(r->cpu, fq.nominal.cpu);
+          r->memory = std::min(r->memory, fq.nominal.memory);
+          fq.lending_limit = *r;
+        }
+        spec.flavors.push_back(fq);
+      }
+      c.core.queues.push_back(spec);
+    }
+  }
+  // The replica identity usually comes from the command line: validate with a placeholder.
+  SchedulerRuntimeConfig check = c;
+  if (check.leader.identity.empty()) check.leader.identity = "unset";
+  TESSERA_RETURN_IF_ERROR(check.Validate());
+  return c;
+}
+
+Result<SchedulerRuntimeConfig> LoadSchedulerConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return IoError("cannot read scheduler config '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto c = ParseSchedulerConfig(ss.str());
+  if (!c.ok()) return Status(c.status().code(), path + ": " + c.status().message());
+  return c;
+}
+
+// ---- runtime
+// -------------------------------------------------------------------------------------
+
+struct Scheduler::Impl {
+  Client& client;
+  SchedulerRuntimeConfig config;
+  std::mutex mu;  // guards core
+  std::unique_ptr<SchedulerCore> core;
+  std::condition_variable wake;
+  bool dirty = true;
+
+  std::mutex qmu;
+  std::condition_variable qcv;
+  std::deque<std::function<void()>> work;
+  int in_flight = 0;
+  bool quit = false;
+
+  mutable std::mutex smu;
+  RuntimeStats st;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+
+  Impl(Client& c, SchedulerRuntimeConfig cfg) : client(c), config(std::move(cfg)) {}
+
+  double Now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void Enqueue(std::function<void()> f) {
+    {
+      std::lock_guard<std::mutex> l(qmu);
+      work.push_back(std::move(f));
+      ++in_flight;
+    }
+    qcv.notify_one();
+  }
+
+  void Worker() {
+    while (true) {
+      std::function<void()> f;
+      {
+        std::unique_lock<std::mutex> l(qmu);
+        qcv.wait(l, [&] { return quit || !work.empty(); });
+        if (work.empty()) return;
+        f = std::move(work.front());
+        work.pop_front();
+      }
+      f();
+      {
+        std::lock_guard<std::mutex> l(qmu);
+        --in_flight;
+      }
+      qcv.notify_all();
+    }
+  }
+
+  void Drain() {
+    std::unique_lock<std::mutex> l(qmu);
+    qcv.wait(l, [&] { return in_flight == 0; });
+  }
+
+  void MarkDirty() {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      dirty = true;
+    }
+    wake.notify_one();
+  }
+
+  void Dispatch(CycleOutput out) {
+    for (auto& b : out.binds) {
+      Enqueue([this, b = std::move(b)] {
+        // Transient failures (5xx, 429, connection errors) retry the same placement, so the
+        // ledger never disagrees with the API server.
+        Status s;
+        for (int attempt = 0; attempt < 8; ++attempt) {
+          s = client.Bind(b.ns, b.name, b.uid, b.node, b.annotations);
+          const int code = HttpStatusOf(s);
+          if (s.ok() || code == 404 || code == 409 || code == 400 || code == 403 || code == 422)
+            break;
+          const double ra = RetryAfterOf(s);
+          std::this_thread::sleep_for(std::chrono::duration<double>(
+              ra > 0 ? std::min(ra, 2.0) : 0.02 * (1 << std::min(attempt, 5))));
+        }
+        std::lock_guard<std::mutex> l(smu);
+        if (s.ok()) {
+          ++st.binds_ok;
+          st.last_bind_s = Now();
+          if (st.first_bind_s < 0) st.first_bind_s = st.last_bind_s;
+        } else {
+          ++st.binds_failed;
+          std::lock_guard<std::mutex> lc(mu);
+          core->BindFailed(b, s);
+          dirty = true;
+        }
+      });
+    }
+    for (auto& e : out.evictions) {
+      Enqueue([this, e = std::move(e)] {
+        Status s = client.Evict(e.ns, e.name);
+        if (s.ok() && config.pod_events)
+          (void)client.PodEvent(e.ns, e.name, e.uid, "Warning", "Preempted", e.reason);
+        std::lock_guard<std::mutex> l(smu);
+        ++st.evictions;
+      });
+    }
+    for (auto& n : out.notices) {
+      Enqueue([this, n = std::move(n)] {
+        if (config.pod_conditions &&
+            (n.reason == "Unschedulable" || n.reason == "InvalidRequest")) {
+          Json patch = {
+              {"status",
+               {{"conditions",
+                 Json::array(
+                     {{{"type", "PodScheduled"},
+                       {"status", "False"},
+                       {"reason", n.reason == "Unschedulable" ? "Unschedulable" : "SchedulerError"},
+                       {"message", n.message},
+                       {"lastTransitionTime", MicroTimeNow().substr(0, 19) + "Z"}}})}}}};
+          (void)client.MergePatch("/api/v1/namespaces/" + n.ns + "/pods/" + n.name + "/status",
+                                  patch);
+        }
+        if (config.pod_events)
+          (void)client.PodEvent(n.ns, n.name, n.uid, "Warning",
+                                n.reason == "Unschedulable" ? "FailedScheduling" : n.reason,
+                                n.message);
+        std::lock_guard<std::mutex> l(smu);
+        ++st.notices;
+      });
+    }
+  }
+};
+
+Scheduler::Scheduler(Client& client, SchedulerRuntimeConfig config)
+    : impl_(std::make_unique<Impl>(client, std::move(config))) {}
+Scheduler::~Scheduler() = default;
+
+RuntimeStats Scheduler::stats() const {
+  RuntimeStats s;
+  {
+    std::lock_guard<std::mutex> l(impl_->smu);
+    s = impl_->st;
+  }
+  std::lock_guard<std::mutex> l(impl_->mu);
+  if (impl_->core) s.core = impl_->core->stats();
+  return s;
+}
+
+Status Scheduler::Run(std::atomic<bool>& stop) {
+  Impl& im = *impl_;
+  TESSERA_RETURN_IF_ERROR(im.config.Validate());
+  // Health and metrics, served by every replica (leader or not).
+  std::unique_ptr<httplib::Server> http;
+  std::thread http_thread;
+  if (!im.config.metrics_addr.empty()) {
+    const auto colon = im.config.metrics_addr.rfind(':');
+    if (colon == std::string::npos)
+      return InvalidArgument("metricsAddress must be host:port, got '" + im.config.metrics_addr +
+                             "'");
+    std::string host = im.config.metrics_addr.substr(0, colon);
+    if (host.empty()) host = "0.0.0.0";
+    const int port = std::atoi(im.config.metrics_addr.c_str() + colon + 1);
+    http = std::make_unique<httplib::Server>();
+    http->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok", "text/plain");
+    });
+    http->Get("/metrics", [&im, this](const httplib::Request&, httplib::Response& res) {
+      const RuntimeStats st = stats();
+      std::string body;
+      {
+        std::lock_guard<std::mutex> l(im.mu);
+        if (im.core) body = im.core->Metrics(im.Now());
+      }
+      body +=
+          "# HELP tessera_leader 1 on the replica that schedules.\n# TYPE tessera_leader gauge\n";
+      body += std::string("tessera_leader ") + (st.leading ? "1" : "0") + "\n";
+      body += "# HELP tessera_binding_errors_total Bindings that failed.\n";
+      body += "# TYPE tessera_binding_errors_total counter\n";
+      body += "tessera_binding_errors_total " + std::to_string(st.binds_failed) + "\n";
+      body += "# HELP tessera_bindings_total Pods bound.\n# TYPE tessera_bindings_total counter\n";
+      body += "tessera_bindings_total " + std::to_string(st.binds_ok) + "\n";
+      res.set_content(body, "text/plain; version=0.0.4");
+    });
+    if (!http->bind_to_port(host.c_str(), port))
+      return IoError("cannot listen on " + im.config.metrics_addr);
+    http_thread = std::thread([&] { http->listen_after_bind(); });
+  }
+  struct HttpStop {
+    std::unique_ptr<httplib::Server>& s;
+    std::thread& t;
+    ~HttpStop() {
+      if (s) s->stop();
+      if (t.joinable()) t.join();
+    }
+  } http_stop{http, http_thread};
+  // Leadership.
+  std::atomic<bool> leading{!im.config.leader_elect};
+  std::atomic<bool> lost{false};
+  std::atomic<bool> elect_stop{false};
+  std::unique_ptr<LeaderElector> elector;
+  std::thread elect_thread;
+  if (im.config.leader_elect) {
+    elector = std::make_unique<LeaderElector>(im.client, im.config.leader);
+    elect_thread = std::thread([&] {
+      elector->Run(
+          elect_stop, [&] { leading = true; },
+          [&] {
+            if (leading.exchange(false)) lost = true;
+          });
+    });
+    while (!stop.load() && !leading.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto finish = [&](Status s) {
+    elect_stop = true;
+    if (elect_thread.joinable()) elect_thread.join();
+    return s;
+  };
+  if (stop.load()) return finish(Status::Ok());
+  {
+    std::lock_guard<std::mutex> l(im.smu);
+    im.st.leading = true;
+  }
+  auto core = SchedulerCore::Create(im.config.core);
+  if (!core.ok()) return finish(core.status());
+  {
+    std::lock_guard<std::mutex> l(im.mu);
+    im.core = std::move(*core);
+  }
+  // Informers: nodes first, then pods.
+  auto locked = [&](auto f) {
+    return [&im, f](const Json& o) {
+      {
+        std::lock_guard<std::mutex> l(im.mu);
+        f(*im.core, o);
+        im.dirty = true;
+      }
+      im.wake.notify_one();
+    };
+  };
+  InformerHandlers nh;
+  nh.on_add = locked([](SchedulerCore& c, const Json& o) { c.UpsertNode(o); });
+  nh.on_update = [&](const Json&, const Json& o) {
+    locked([](SchedulerCore& c, const Json& x) { c.UpsertNode(x); })(o);
+  };
+  nh.on_delete = locked([](SchedulerCore& c, const Json& o) { c.DeleteNode(o); });
+  Informer nodes(im.client, "/api/v1/nodes", {}, nh, im.config.core.seed);
+  InformerHandlers ph;
+  ph.on_add = locked([](SchedulerCore& c, const Json& o) { c.UpsertPod(o); });
+  ph.on_update = [&](const Json&, const Json& o) {
+    locked([](SchedulerCore& c, const Json& x) { c.UpsertPod(x); })(o);
+  };
+  ph.on_delete = locked([](SchedulerCore& c, const Json& o) { c.DeletePod(o); });
+  Informer pods(im.client, "/api/v1/pods",
+                {{"fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"}}, ph,
+                im.config.core.seed + 1);
+  // Initial lists: transient failures (5xx, 429, connection errors) are retried with backoff;
+  // anything else (e.g. 401, 403) is returned.
+  auto start = [&](Informer& inf) {
+    Backoff backoff(0.05, 2.0, im.config.core.seed);
+    while (true) {
+      Status st = inf.Start();
+      const int code = HttpStatusOf(st);
+      if (st.ok() || stop.load() || (code != 0 && code != 429 && code < 500)) return st;
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff.Next()));
+    }
+  };
+  Status s = start(nodes);
+  if (!s.ok()) return finish(s);
+  s = start(pods);
+  if (!s.ok()) {
+    nodes.Stop();
+    return finish(s);
+  }
+  {
+    std::lock_guard<std::mutex> l(im.smu);
+    im.st.started_s = im.Now();
+  }
+  std::vector<std::thread> workers;
+  for (int i = 0; i < im.config.bind_threads; ++i) workers.emplace_back([&] { im.Worker(); });
+  double last_cycle = -1;
+  while (!stop.load() && leading.load()) {
+    CycleOutput out;
+    {
+      std::unique_lock<std::mutex> l(im.mu);
+      im.wake.wait_for(l, std::chrono::milliseconds(200), [&] { return im.dirty || stop.load(); });
+      const double now = im.Now();
+      if (now - last_cycle < im.config.cycle_interval_s) {
+        l.unlock();
+        std::this_thread::sleep_for(
+            std::chrono::duration<double>(im.config.cycle_interval_s - (now - last_cycle)));
+        continue;
+      }
+      im.dirty = false;
+      last_cycle = now;
+      out = im.core->Cycle(now);
+    }
+    {
+      std::lock_guard<std::mutex> l(im.smu);
+      ++im.st.cycles;
+    }
+    if (!out.binds.empty() || !out.evictions.empty() || !out.notices.empty())
+      im.Dispatch(std::move(out));
+  }
+  // Graceful shutdown: finish in-flight work, stop watching, give up the lease.
+  im.Drain();
+  {
+    std::lock_guard<std::mutex> l(im.qmu);
+    im.quit = true;
+  }
+  im.qcv.notify_all();
+  for (auto& w : workers) w.join();
+  pods.Stop();
+  nodes.Stop();
+  {
+    std::lock_guard<std::mutex> l(im.smu);
+    im.st.leading = false;
+  }
+  return finish(Status::Ok());
+}
+
+}  // namespace tessera::kube

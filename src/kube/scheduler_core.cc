@@ -1,0 +1,643 @@
+#include "kube/scheduler_core.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "kube/client.h"
+#include "policies/builtin.h"
+
+namespace tessera::kube {
+
+namespace {
+constexpr const char* kExternalQueue = "_external";
+}  // namespace
+
+struct SchedulerCore::PodEntry {
+  PodRequest req;
+  std::string key;
+  WorkloadId job = 0;  // admission job holding this pod (0 = none)
+  int index = -1;      // pod index inside the job
+  bool bound = false;  // the API server shows it on a node
+  bool ours = false;   // scheduled by this scheduler
+  bool adopted = false;
+  bool submitted = false;
+  double first_pending = -1;  // cycle time at which it was first seen pending
+  std::string bind_node;      // node of the bind issued for it, until confirmed or failed
+};
+
+struct SchedulerCore::JobEntry {
+  WorkloadId id = 0;
+  std::vector<std::string> pods;  // pod keys by index
+  bool adopted = false;
+  bool bind_issued = false;
+};
+
+Status SchedulerConfig::Validate() const {
+  if (scheduler_name.empty()) return InvalidArgument("scheduler_name is empty");
+  const auto names = BuiltinPolicies().Names();
+  if (std::find(names.begin(), names.end(), policy) == names.end())
+    return InvalidArgument("unknown policy '" + policy + "'");
+  if (!(gang_settle_s >= 0)) return InvalidArgument("gang_settle_s must be >= 0");
+  for (const auto& q : queues)
+    if (q.name == kExternalQueue) return InvalidArgument("queue name _external is reserved");
+  return admission.Validate();
+}
+
+SchedulerCore::SchedulerCore(SchedulerConfig config) : config_(std::move(config)) {}
+
+Result<std::unique_ptr<SchedulerCore>> SchedulerCore::Create(SchedulerConfig config) {
+  TESSERA_RETURN_IF_ERROR(config.Validate());
+  std::vector<QueueSpec> queues = config.queues;
+  const Resources unlimited{int64_t{1} << 50, int64_t{1} << 50, int64_t{1} << 50};
+  if (queues.empty()) {
+    QueueSpec q;
+    q.name = kDefaultQueue;
+    q.flavors = {FlavorQuota{"all", 0, unlimited, std::nullopt, std::nullopt}};
+    queues.push_back(q);
+  }
+  // Pods of other schedulers, and ours bound before a restart that name no known queue.
+  QueueSpec ext;
+  ext.name = kExternalQueue;
+  ext.flavors = {FlavorQuota{"all", 0, unlimited, std::nullopt, std::nullopt}};
+  ext.preempt_within_queue = false;
+  ext.reclaim = false;
+  queues.push_back(ext);
+  auto scorer = BuiltinPolicies().Create(PolicyConfig{config.policy, {}});
+  if (!scorer.ok()) return scorer.status();
+  auto adm =
+      Admission::Create(std::move(queues), config.admission, std::move(*scorer), config.seed);
+  if (!adm.ok()) return adm.status();
+  auto core = std::unique_ptr<SchedulerCore>(new SchedulerCore(std::move(config)));
+  core->admission_ = std::move(*adm);
+  return core;
+}
+
+CoreStats SchedulerCore::stats() const {
+  CoreStats s = stats_;
+  s.nodes = 0;
+  for (uint8_t a : node_alive_) s.nodes += a;
+  s.pods_pending = 0;
+  s.pods_bound = 0;
+  for (const auto& [k, p] : pods_) {
+    if (p->bound)
+      ++s.pods_bound;
+    else if (p->req.scheduler_name == config_.scheduler_name)
+      ++s.pods_pending;
+  }
+  return s;
+}
+
+std::string SchedulerCore::Metrics(double now) const {
+  std::map<std::string, int64_t> pending;
+  std::map<std::string, double> oldest;
+  for (const auto& q : admission_->Queues())
+    if (q.name != kExternalQueue) pending[q.name] = 0, oldest[q.name] = 0;
+  for (const auto& [key, p] : pods_) {
+    if (p->bound || !p->ours || p->req.deleting) continue;
+    ++pending[p->req.queue];
+    if (p->first_pending >= 0)
+      oldest[p->req.queue] = std::max(oldest[p->req.queue], now - p->first_pending);
+  }
+  std::string out;
+  out += "# HELP tessera_pending_pods Pods waiting to be scheduled, per queue.\n";
+  out += "# TYPE tessera_pending_pods gauge\n";
+  for (const auto& [q, n] : pending)
+    out += "tessera_pending_pods{queue=\"" + q + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP tessera_pending_oldest_seconds Age of the oldest waiting pod, per queue.\n";
+  out += "# TYPE tessera_pending_oldest_seconds gauge\n";
+  for (const auto& [q, t] : oldest)
+    out += "tessera_pending_oldest_seconds{queue=\"" + q + "\"} " + std::to_string(t) + "\n";
+  out += "# HELP tessera_invalid_pods_total GPU pods rejected because their request is invalid.\n";
+  out += "# TYPE tessera_invalid_pods_total counter\n";
+  out += "tessera_invalid_pods_total " + std::to_string(stats_.invalid) + "\n";
+  int64_t capacity = 0, free_total = 0, free_partial = 0;
+  for (NodeIdx n = 0; n < state_.num_nodes(); ++n) {
+    if (!node_alive_[n]) continue;
+    const NodeFree& f = state_.free(n);
+    for (int g = 0; g < f.gpu_count; ++g) {
+      capacity += 1000;
+      free_total += f.gpu[g];
+      if (f.gpu[g] > 0 && f.gpu[g] < 1000) free_partial += f.gpu[g];
+    }
+  }
+  auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
+  out += "# HELP tessera_gpu_allocated_ratio Allocated share of all GPU capacity.\n";
+  out += "# TYPE tessera_gpu_allocated_ratio gauge\n";
+  out += "tessera_gpu_allocated_ratio " + std::to_string(ratio(capacity - free_total, capacity)) +
+         "\n";
+  out +=
+      "# HELP tessera_gpu_fragmentation_ratio Free GPU capacity on partly used GPUs over all free "
+      "GPU capacity.\n";
+  out += "# TYPE tessera_gpu_fragmentation_ratio gauge\n";
+  out +=
+      "tessera_gpu_fragmentation_ratio " + std::to_string(ratio(free_partial, free_total)) + "\n";
+  return out;
+}
+
+std::string SchedulerCore::WhyPending(const std::string& key) const {
+  auto it = pods_.find(key);
+  if (it == pods_.end() || it->second->bound) return "";
+  if (it->second->job == 0)
+    return it->second->req.gang.empty() ? "not yet considered by a scheduling cycle"
+                                        : "waiting for its gang to form";
+  return admission_->WhyPending(it->second->job);
+}
+
+void SchedulerCore::UpsertNode(const Json& node) {
+  auto info = TranslateNode(node);
+  if (!info.ok()) return;  // reported by the runtime; the node is skipped
+  mask_cache_.clear();
+  auto it = node_index_.find(info->spec.name);
+  if (it != node_index_.end()) {
+    const NodeIdx n = it->second;
+    NodeInfo keep = std::move(*info);
+    keep.spec = node_info_[n].spec;  // capacity is fixed when the node is first seen
+    keep.model = node_info_[n].model;
+    node_info_[n] = std::move(keep);
+    node_alive_[n] = 1;
+    return;
+  }
+  auto idx = state_.AddNode(info->spec);
+  if (!idx.ok()) return;
+  node_index_[info->spec.name] = *idx;
+  node_info_.push_back(std::move(*info));
+  node_alive_.push_back(1);
+}
+
+void SchedulerCore::NodeGone(NodeIdx n, const std::string& why) {
+  node_alive_[n] = 0;
+  mask_cache_.clear();
+  const auto jobs = admission_->RequeueNode(state_, n, why);
+  stats_.requeued_by_node += static_cast<int64_t>(jobs.size());
+  for (WorkloadId id : jobs) {
+    (void)admission_->Cancel(id);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) continue;
+    // The whole job goes: its pods elsewhere are evicted so that its controller recreates them
+    // together; the pods on the lost node are gone with it.
+    for (const auto& key : jt->second->pods) {
+      auto pt = pods_.find(key);
+      if (pt == pods_.end()) continue;
+      PodEntry& p = *pt->second;
+      p.job = 0;
+      p.index = -1;
+      if (p.bound && node_index_.count(p.req.node_name) && node_index_[p.req.node_name] != n) {
+        deferred_notices_.push_back({p.req.ns, p.req.name, p.req.uid, "NodeLost", why});
+        held_evictions_.push_back({p.req.ns, p.req.name, p.req.uid, why});
+      } else if (!p.bound) {
+        p.submitted = false;
+        pending_new_.push_back(key);
+      }
+    }
+    jobs_.erase(jt);
+  }
+}
+
+void SchedulerCore::DeleteNode(const Json& node) {
+  const std::string name = node.contains("metadata") ? node["metadata"].value("name", "") : "";
+  auto it = node_index_.find(name);
+  if (it == node_index_.end() || !node_alive_[it->second]) return;
+  NodeGone(it->second, "node " + name + " disappeared; its jobs are requeued whole");
+}
+
+Status SchedulerCore::AdoptBound(PodEntry& p) {
+  auto it = node_index_.find(p.req.node_name);
+  if (it == node_index_.end()) return NotFound("node " + p.req.node_name + " is not known yet");
+  const NodeIdx n = it->second;
+  const NodeFree& f = state_.free(n);
+  const GpuModelId model = node_info_[n].model;
+  Demand d = model != kNoGpuModel ? DemandOn(p.req, model) : p.req.demand;
+  d.models = 0;
+  if (d.num_gpu > f.gpu_count) d.num_gpu = f.gpu_count, d.gpu_milli = d.num_gpu ? 1000 : 0;
+  Placement pl{n, 0};
+  if (p.req.assignment && p.req.assignment->node == p.req.node_name &&
+      !p.req.assignment->gpus.empty()) {
+    for (int g : p.req.assignment->gpus)
+      if (g >= 0 && g < kMaxGpusPerNode) pl.gpus |= GpuMask{1} << g;
+  } else if (d.num_gpu > 0) {
+    int got = 0;
+    for (int g = 0; g < f.gpu_count && got < d.num_gpu; ++g) {
+      if (f.gpu[g] >= d.gpu_milli) {
+        pl.gpus |= GpuMask{1} << g;
+        ++got;
+      }
+    }
+  }
+  if (std::popcount(pl.gpus) != d.num_gpu) {
+    // The annotation and the request disagree: trust the annotation's GPUs.
+    if (d.num_gpu > 0 && pl.gpus != 0) {
+      d.num_gpu = std::popcount(pl.gpus);
+      if (d.num_gpu > 1) d.gpu_milli = 1000;
+    }
+  }
+  JobSpec spec;
+  spec.id = next_job_++;
+  spec.name = p.key;
+  const bool known_queue = [&] {
+    for (const auto& q : admission_->Queues())
+      if (q.name == p.req.queue) return true;
+    return false;
+  }();
+  spec.queue =
+      p.req.scheduler_name == config_.scheduler_name && known_queue ? p.req.queue : kExternalQueue;
+  spec.priority = p.req.priority;
+  spec.pod = d;
+  spec.pods = 1;
+  Status st = admission_->Adopt(state_, spec, {pl}, last_now_);
+  if (!st.ok()) return st;
+  auto job = std::make_shared<JobEntry>();
+  job->id = spec.id;
+  job->pods = {p.key};
+  job->adopted = true;
+  jobs_[spec.id] = job;
+  p.job = spec.id;
+  p.index = 0;
+  p.adopted = true;
+  ++stats_.adopted;
+  return Status::Ok();
+}
+
+void SchedulerCore::UpsertPod(const Json& pod) {
+  auto req = TranslatePod(pod);
+  const Json& md = pod.contains("metadata") ? pod["metadata"] : Json::object();
+  const std::string key = md.value("namespace", "") + "/" + md.value("name", "");
+  if (!req.ok()) {
+    const bool ours =
+        pod.contains("spec") && pod["spec"].value("schedulerName", "") == config_.scheduler_name;
+    if (ours && pod["spec"].value("nodeName", "").empty()) {
+      ++stats_.invalid;
+      deferred_notices_.push_back({md.value("namespace", ""), md.value("name", ""),
+                                   md.value("uid", ""), "InvalidRequest", req.status().message()});
+    }
+    return;
+  }
+  if (req->terminal()) {
+    DeletePod(pod);
+    return;
+  }
+  auto it = pods_.find(key);
+  if (it != pods_.end()) {
+    PodEntry& p = *it->second;
+    const bool was_bound = p.bound;
+    p.req = std::move(*req);
+    if (!p.req.node_name.empty() && !was_bound) {
+      p.bound = true;
+      if (p.job != 0 && p.ours && p.bind_node == p.req.node_name) return;  // our bind confirmed
+      if (p.job != 0 && p.ours && !p.bind_node.empty()) {
+        // Bound elsewhere than we chose (another replica won): keep our allocation with the
+        // job (released when the job ends) and account the pod where it really is.
+        p.job = 0;
+        p.index = -1;
+        if (!AdoptBound(p).ok()) unadopted_.insert(key);
+        return;
+      }
+      // Bound by someone else while pending here: withdraw our job for it, adopt it.
+      if (p.job != 0) {
+        const WorkloadId job = p.job;
+        (void)admission_->Cancel(job);
+        auto jt = jobs_.find(job);
+        if (jt != jobs_.end()) {
+          for (const auto& k : jt->second->pods) {
+            auto pt = pods_.find(k);
+            if (pt == pods_.end() || k == key) continue;
+            pt->second->job = 0;
+            pt->second->submitted = false;
+            if (!pt->second->bound) pending_new_.push_back(k);
+          }
+          jobs_.erase(jt);
+        }
+        p.job = 0;
+      }
+      if (!AdoptBound(p).ok()) unadopted_.insert(key);
+    }
+    return;
+  }
+  auto e = std::make_shared<PodEntry>();
+  e->key = key;
+  e->req = std::move(*req);
+  pods_[key] = e;
+  if (!e->req.node_name.empty()) {
+    e->bound = true;
+    Status st = AdoptBound(*e);
+    if (!st.ok()) {
+      if (st.code() != StatusCode::kNotFound) {
+        ++stats_.adopt_failures;
+        deferred_notices_.push_back(
+            {e->req.ns, e->req.name, e->req.uid, "AdoptFailed", st.message()});
+      }
+      unadopted_.insert(key);
+    }
+    return;
+  }
+  if (e->req.scheduler_name != config_.scheduler_name || e->req.deleting) return;
+  e->ours = true;
+  pending_new_.push_back(key);
+}
+
+void SchedulerCore::ForgetPod(const std::string& key) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  PodEntry& p = *it->second;
+  unadopted_.erase(key);
+  for (auto& [n, set] : terminating_) set.erase(key);
+  last_notice_.erase(key);
+  if (p.job != 0) {
+    auto jt = jobs_.find(p.job);
+    if (jt != jobs_.end()) {
+      JobEntry& j = *jt->second;
+      const JobState st = admission_->state(j.id);
+      if (st == JobState::kPending) {
+        // A pending job lost a member: withdraw it; the rest go back to the pending pool.
+        (void)admission_->Cancel(j.id);
+        for (const auto& k : j.pods) {
+          if (k == key) continue;
+          auto pt = pods_.find(k);
+          if (pt == pods_.end()) continue;
+          pt->second->job = 0;
+          pt->second->submitted = false;
+          if (!pt->second->bound) pending_new_.push_back(k);
+        }
+        jobs_.erase(jt);
+      } else {
+        j.pods[p.index].clear();
+        bool any = false;
+        for (const auto& k : j.pods) any |= !k.empty();
+        if (!any) {
+          if (st == JobState::kRunning) (void)admission_->Finish(state_, j.id);
+          jobs_.erase(jt);
+        }
+      }
+    }
+  }
+  pending_new_.erase(std::remove(pending_new_.begin(), pending_new_.end(), key),
+                     pending_new_.end());
+  for (auto& [g, keys] : gang_waiting_)
+    keys.erase(std::remove(keys.begin(), keys.end(), key), keys.end());
+  pods_.erase(it);
+}
+
+void SchedulerCore::DeletePod(const Json& pod) {
+  const Json& md = pod.contains("metadata") ? pod["metadata"] : Json::object();
+  ForgetPod(md.value("namespace", "") + "/" + md.value("name", ""));
+}
+
+std::shared_ptr<const std::vector<uint8_t>> SchedulerCore::MaskFor(const PodRequest& p) {
+  Json sig = Json::array();
+  for (const auto& t : p.tolerations) sig.push_back({t.key, t.op, t.value, t.effect});
+  Json sel = Json::object();
+  for (const auto& [k, v] : p.node_selector) sel[k] = v;
+  Json aff = Json::array();
+  for (const auto& term : p.required_affinity) {
+    Json t = Json::array();
+    for (const auto& r : term.match_expressions) t.push_back({r.key, r.op, r.values});
+    for (const auto& r : term.match_fields) t.push_back({"field:" + r.key, r.op, r.values});
+    aff.push_back(t);
+  }
+  const std::string key = Json{sig, sel, aff}.dump();
+  auto it = mask_cache_.find(key);
+  if (it != mask_cache_.end()) return it->second;
+  auto mask = std::make_shared<std::vector<uint8_t>>(node_info_.size(), 0);
+  for (size_t n = 0; n < node_info_.size(); ++n) {
+    const NodeInfo& info = node_info_[n];
+    (*mask)[n] = node_alive_[n] && Schedulable(info) && Tolerates(p, info) && MatchesNode(p, info);
+  }
+  mask_cache_[key] = mask;
+  return mask;
+}
+
+void SchedulerCore::SubmitPending(double now) {
+  std::vector<std::string> singles;
+  for (const auto& key : pending_new_) {
+    auto it = pods_.find(key);
+    if (it == pods_.end() || it->second->bound || it->second->job != 0) continue;
+    PodEntry& p = *it->second;
+    if (p.first_pending < 0) p.first_pending = now;
+    if (p.req.gang.empty()) {
+      singles.push_back(key);
+    } else {
+      const std::string g = p.req.ns + "/" + p.req.gang;
+      auto& w = gang_waiting_[g];
+      if (std::find(w.begin(), w.end(), key) == w.end()) w.push_back(key);
+      gang_last_seen_[g] = now;
+    }
+    p.submitted = true;
+  }
+  pending_new_.clear();
+  auto submit = [&](const std::vector<std::string>& keys, const std::string& name, int min_member) {
+    PodEntry& first = *pods_.at(keys.front());
+    JobSpec spec;
+    spec.id = next_job_++;
+    spec.name = name;
+    spec.queue = first.req.queue;
+    spec.priority = first.req.priority;
+    spec.arrival = now;
+    spec.pod = first.req.demand;
+    spec.pods = static_cast<int>(keys.size());
+    spec.min_member = std::min(min_member, spec.pods);
+    spec.allowed_nodes = MaskFor(first.req);
+    Status st = admission_->Submit(spec);
+    if (!st.ok()) {
+      for (const auto& k : keys) {
+        PodEntry& p = *pods_.at(k);
+        deferred_notices_.push_back(
+            {p.req.ns, p.req.name, p.req.uid, "InvalidRequest", st.message()});
+      }
+      return;
+    }
+    auto job = std::make_shared<JobEntry>();
+    job->id = spec.id;
+    job->pods = keys;
+    jobs_[spec.id] = job;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      PodEntry& p = *pods_.at(keys[i]);
+      p.job = spec.id;
+      p.index = static_cast<int>(i);
+    }
+  };
+  for (const auto& key : singles) submit({key}, key, 0);
+  for (auto it = gang_waiting_.begin(); it != gang_waiting_.end();) {
+    auto& keys = it->second;
+    bool ready = false;
+    int min_member = 0;
+    if (!keys.empty()) {
+      min_member = pods_.at(keys.front())->req.min_member;
+      ready = min_member > 0 ? static_cast<int>(keys.size()) >= min_member
+                             : now - gang_last_seen_[it->first] >= config_.gang_settle_s;
+    }
+    if (ready) {
+      std::sort(keys.begin(), keys.end());
+      submit(keys, it->first, min_member);
+      gang_last_seen_.erase(it->first);
+      it = gang_waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::string SchedulerCore::Notice(const std::string& key, const std::string& reason,
+                                  const std::string& msg, CycleOutput& out) {
+  auto& last = last_notice_[key];
+  if (last == msg) return msg;
+  last = msg;
+  auto it = pods_.find(key);
+  if (it != pods_.end())
+    out.notices.push_back(
+        {it->second->req.ns, it->second->req.name, it->second->req.uid, reason, msg});
+  return msg;
+}
+
+CycleOutput SchedulerCore::Cycle(double now) {
+  CycleOutput out;
+  last_now_ = now;
+  ++stats_.cycles;
+  out.notices = std::move(deferred_notices_);
+  deferred_notices_.clear();
+  out.evictions = std::move(held_evictions_);
+  held_evictions_.clear();
+  // Bound pods whose node was not known yet.
+  for (auto it = unadopted_.begin(); it != unadopted_.end();) {
+    auto pt = pods_.find(*it);
+    if (pt == pods_.end() || pt->second->job != 0) {
+      it = unadopted_.erase(it);
+      continue;
+    }
+    Status st = AdoptBound(*pt->second);
+    if (st.ok() || st.code() != StatusCode::kNotFound) {
+      if (!st.ok()) {
+        ++stats_.adopt_failures;
+        Notice(*it, "AdoptFailed", st.message(), out);
+      }
+      it = unadopted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  SubmitPending(now);
+  auto res = admission_->RunCycle(state_, now);
+  if (!res.ok()) return out;
+  // Preemption: the victims' pods are evicted; their jobs leave admission (their controllers
+  // recreate the pods). Binds onto their nodes wait until they are gone.
+  for (const auto& pre : res->preempted) {
+    (void)admission_->Cancel(pre.victim);
+    auto jt = jobs_.find(pre.victim);
+    if (jt == jobs_.end()) continue;
+    for (const auto& key : jt->second->pods) {
+      auto pt = pods_.find(key);
+      if (pt == pods_.end()) continue;
+      PodEntry& p = *pt->second;
+      p.job = 0;
+      if (!p.bound) {
+        p.submitted = false;
+        pending_new_.push_back(key);
+        continue;
+      }
+      out.evictions.push_back({p.req.ns, p.req.name, p.req.uid, pre.reason});
+      Notice(key, "Preempted", pre.reason, out);
+      auto nt = node_index_.find(p.req.node_name);
+      if (nt != node_index_.end()) terminating_[nt->second].insert(key);
+    }
+    jobs_.erase(jt);
+  }
+  for (WorkloadId id : res->admitted) {
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) continue;
+    JobEntry& j = *jt->second;
+    const auto places = admission_->Placements(id);
+    for (size_t i = 0; i < j.pods.size(); ++i) {
+      auto pt = pods_.find(j.pods[i]);
+      if (pt == pods_.end()) continue;
+      PodEntry& p = *pt->second;
+      if (i >= places.size()) {
+        // Beyond min-member and not placed: back to the pool as a new job later.
+        p.job = 0;
+        p.submitted = false;
+        pending_new_.push_back(j.pods[i]);
+        j.pods[i].clear();
+        continue;
+      }
+      const Placement& pl = places[i];
+      const NodeInfo& info = node_info_[pl.node];
+      BindAction b{p.req.ns, p.req.name, p.req.uid, info.spec.name, {}, id};
+      if (p.req.wants_gpu()) {
+        Assignment a;
+        a.node = info.spec.name;
+        const Demand d = info.model != kNoGpuModel ? DemandOn(p.req, info.model) : p.req.demand;
+        a.kind = d.IsShare() ? AssignmentKind::kShare : AssignmentKind::kExclusive;
+        if (!p.req.gpu.mig_profile.empty()) a.kind = AssignmentKind::kMig;
+        for (int g = 0; g < kMaxGpusPerNode; ++g) {
+          if (!((pl.gpus >> g) & 1)) continue;
+          a.gpus.push_back(g);
+          for (const auto& inv : info.inventory)
+            if (inv.index == g) a.uuids.push_back(inv.uuid);
+        }
+        if (a.uuids.size() != a.gpus.size()) a.uuids.clear();
+        if (a.kind == AssignmentKind::kShare) a.gpu_milli = d.gpu_milli;
+        if (a.kind == AssignmentKind::kMig) a.mig_instance = p.req.gpu.mig_profile;
+        b.annotations[kAnnotationAssignment] = EncodeAssignment(a);
+      }
+      last_notice_.erase(j.pods[i]);
+      p.bind_node = info.spec.name;
+      if (terminating_.count(pl.node) && !terminating_[pl.node].empty()) {
+        held_.push_back(std::move(b));
+      } else {
+        out.binds.push_back(std::move(b));
+        ++stats_.binds_issued;
+      }
+    }
+    j.pods.erase(std::remove(j.pods.begin(), j.pods.end(), std::string()), j.pods.end());
+    for (size_t i = 0; i < j.pods.size(); ++i) pods_.at(j.pods[i])->index = static_cast<int>(i);
+    j.bind_issued = true;
+    ++out.admitted_jobs;
+  }
+  // Held binds whose nodes are now clear.
+  for (auto it = held_.begin(); it != held_.end();) {
+    const NodeIdx n = node_index_.at(it->node);
+    if (terminating_[n].empty()) {
+      out.binds.push_back(std::move(*it));
+      ++stats_.binds_issued;
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Why the others wait.
+  for (const auto& [id, j] : jobs_) {
+    if (admission_->state(id) != JobState::kPending) continue;
+    const std::string why = admission_->WhyPending(id);
+    for (const auto& key : j->pods) Notice(key, "Unschedulable", why, out);
+  }
+  return out;
+}
+
+void SchedulerCore::BindFailed(const BindAction& b, const Status& why) {
+  ++stats_.bind_failures;
+  const int http = HttpStatusOf(why);
+  // 404: the pod is gone (its delete event releases it). 409: it is bound elsewhere (the
+  // update event adopts it there). Either way our allocation stays until the informer says so:
+  // releasing it now could hand GPUs in use to another pod.
+  if (http == 404 || http == 409) return;
+  auto jt = jobs_.find(b.job);
+  if (jt == jobs_.end()) return;
+  const auto job = jt->second;
+  const std::string key = b.ns + "/" + b.name;
+  auto pt = pods_.find(key);
+  if (pt == pods_.end()) return;
+  PodEntry& p = *pt->second;
+  if (p.bound) return;
+  if (job->pods.size() == 1 && admission_->state(job->id) == JobState::kRunning) {
+    // A lone pod: place it again from scratch.
+    (void)admission_->Requeue(state_, job->id, "bind failed: " + why.message());
+    p.bind_node.clear();
+    return;
+  }
+  // A gang member: the rest of the gang may be bound already; retry this pod alone. Its share
+  // of the gang's allocation stays reserved until the gang ends.
+  p.job = 0;
+  p.index = -1;
+  p.bind_node.clear();
+  p.submitted = false;
+  pending_new_.push_back(key);
+}
+
+}  // namespace tessera::kube

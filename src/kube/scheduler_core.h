@@ -1,0 +1,139 @@
+// SchedulerCore: the Kubernetes scheduler's decision logic, without I/O. It is fed pod and node
+// objects (JSON as the API server sends them, e.g. from informers) and, once per cycle, turns
+// the engine's and the admission layer's plan into actions: bind these pods (with the device
+// assignment annotation), evict these pods (preemption), report why these pods wait.
+//
+// Contract:
+//  * Nodes: first seen -> added to the cluster model (capacity is fixed at that point; later
+//    updates change readiness, cordon, taints, labels and inventory only). A deleted or
+//    NotReady node releases its allocations; every job with a pod on it is requeued whole.
+//  * Pods of other schedulers and pods bound before a restart are adopted at their node with
+//    the GPUs their tessera.io/assignment annotation names (or any free GPUs if it has none), so
+//    no GPU is ever assigned twice. A bound pod whose GPUs are already taken is reported.
+//  * Pending pods with spec.schedulerName == config.scheduler_name become admission jobs: one
+//    pod each, or one job per gang (tessera.io/gang) once min-member pods (or, without
+//    min-member, the pods seen when no new member arrived for gang_settle_s) are pending.
+//  * Every pod constraint kube-scheduler honours is applied through the allowed-node mask:
+//    readiness, cordon, taints/tolerations, nodeSelector, required node affinity.
+//  * A bind is issued once per pod; BindFailed requeues the pod's whole job. Binds onto a node
+//    where evicted pods are still terminating are held until those pods are gone.
+//  * Invalid requests become warning reasons (one per distinct message), never crashes.
+// Deterministic for the same event sequence and seed. Not thread-safe: callers serialise.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "admission/admission.h"
+#include "kube/translate.h"
+
+namespace tessera::kube {
+
+struct SchedulerConfig {
+  std::string scheduler_name = "tessera";
+  std::string policy = "tessera";  // placement policy (src/policies/builtin.h)
+  std::vector<QueueSpec> queues;   // empty: one queue "default" with unlimited quota
+  AdmissionConfig admission;
+  double gang_settle_s = 2;  // gangs without min-member: wait this long for members
+  uint64_t seed = 1;
+  Status Validate() const;
+};
+
+struct BindAction {
+  std::string ns, name, uid, node;
+  std::map<std::string, std::string> annotations;  // tessera.io/assignment
+  WorkloadId job = 0;
+};
+
+struct PodNotice {
+  std::string ns, name, uid;
+  std::string reason;   // "Unschedulable" | "InvalidRequest" | "Preempted" | "AdoptFailed"
+  std::string message;  // the exact why
+};
+
+struct EvictAction {
+  std::string ns, name, uid;
+  std::string reason;
+};
+
+struct CycleOutput {
+  std::vector<BindAction> binds;
+  std::vector<EvictAction> evictions;
+  std::vector<PodNotice> notices;  // only when a pod's message changed since the last notice
+  int64_t admitted_jobs = 0;
+};
+
+struct CoreStats {
+  int64_t nodes = 0, pods_pending = 0, pods_bound = 0, binds_issued = 0, bind_failures = 0;
+  int64_t adopted = 0, adopt_failures = 0, invalid = 0, requeued_by_node = 0, cycles = 0;
+};
+
+class SchedulerCore {
+ public:
+  static Result<std::unique_ptr<SchedulerCore>> Create(SchedulerConfig config);
+
+  void UpsertNode(const Json& node);
+  void DeleteNode(const Json& node);
+  void UpsertPod(const Json& pod);
+  void DeletePod(const Json& pod);
+
+  // One scheduling cycle at monotonic time `now` (seconds).
+  CycleOutput Cycle(double now);
+  // The API server refused a bind (already bound elsewhere, pod deleted, conflict...): the
+  // pod's job is requeued whole; pods of it already bound are left to the informer.
+  void BindFailed(const BindAction& b, const Status& why);
+
+  const ClusterState& cluster() const { return state_; }
+  const Admission& admission() const { return *admission_; }
+  CoreStats stats() const;
+  // Prometheus exposition (text format 0.0.4) of the core's gauges at time `now`:
+  // tessera_pending_pods{queue}, tessera_pending_oldest_seconds{queue},
+  // tessera_invalid_pods_total, tessera_gpu_allocated_ratio, tessera_gpu_fragmentation_ratio
+  // (free GPU capacity on partly used GPUs, which no whole-GPU pod can use, over all free GPU
+  // capacity).
+  std::string Metrics(double now) const;
+  // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
+  std::string WhyPending(const std::string& pod_key) const;
+
+ private:
+  explicit SchedulerCore(SchedulerConfig config);
+  struct PodEntry;
+  struct JobEntry;
+  struct NodeEntry;
+  void RebuildMasks();
+  std::shared_ptr<const std::vector<uint8_t>> MaskFor(const PodRequest& p);
+  void SubmitPending(double now);
+  void ForgetPod(const std::string& key);
+  void NodeGone(NodeIdx n, const std::string& why);
+  Status AdoptBound(PodEntry& pod);
+  std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
+                     CycleOutput& out);
+
+  SchedulerConfig config_;
+  ClusterState state_;
+  std::unique_ptr<Admission> admission_;
+  std::vector<NodeInfo> node_info_;  // by NodeIdx
+  std::vector<uint8_t> node_alive_;
+  std::unordered_map<std::string, NodeIdx> node_index_;
+  std::unordered_map<std::string, std::shared_ptr<PodEntry>> pods_;
+  std::unordered_map<WorkloadId, std::shared_ptr<JobEntry>> jobs_;
+  std::map<std::string, std::vector<std::string>> gang_waiting_;  // "ns/gang" -> pod keys
+  std::map<std::string, double> gang_last_seen_;
+  std::vector<std::string> pending_new_;  // pending pods not yet submitted
+  std::map<std::string, std::string> last_notice_;
+  std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> mask_cache_;
+  std::vector<BindAction> held_;             // binds waiting for terminating pods to leave
+  std::vector<EvictAction> held_evictions_;  // evictions decided outside a cycle
+  std::set<std::string> unadopted_;          // bound pods whose node is not known yet
+  double last_now_ = 0;
+  std::map<NodeIdx, std::set<std::string>> terminating_;  // evicted pods still present
+  WorkloadId next_job_ = 1;
+  CoreStats stats_;
+  std::vector<PodNotice> deferred_notices_;
+};
+
+}  // namespace tessera::kube

@@ -1,0 +1,1164 @@
+#include "kube/translate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "cluster/mig_geometry.h"
+
+namespace tessera::kube {
+namespace {
+
+using i128 = __int128;
+
+// ---- Quantities ----
+
+struct ParsedQuantity {
+  bool negative = false;
+  i128 mantissa = 0;
+  int dec_exp = 0;
+  int bin_exp = 0;
+};
+
+Status BadQuantity(const std::string& text, const std::string& why) {
+  return InvalidArgument("malformed quantity \"" + text + "\": " + why);
+}
+
+Result<std::string> QuantityText(const Json& q) {
+  if (q.is_string()) return q.get<std::string>();
+  if (q.is_number_integer() || q.is_number_unsigned()) return q.dump();
+  if (q.is_number_float()) return q.dump();
+  return InvalidArgument("quantity must be a string or a number, got " + q.dump());
+}
+
+Result<ParsedQuantity> ParseQuantityText(const std::string& s) {
+  ParsedQuantity p;
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) p.negative = s[i++] == '-';
+  std::string int_digits, frac_digits;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) int_digits += s[i++];
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) frac_digits += s[i++];
+  }
+  if (int_digits.empty() && frac_digits.empty()) return BadQuantity(s, "no digits");
+  while (!frac_digits.empty() && frac_digits.back() == '0') frac_digits.pop_back();
+  for (char c : int_digits + frac_digits) {
+    if (__builtin_mul_overflow(p.mantissa, static_cast<i128>(10), &p.mantissa) ||
+        __builtin_add_overflow(p.mantissa, static_cast<i128>(c - '0'), &p.mantissa))
+      return BadQuantity(s, "out of range");
+  }
+  p.dec_exp = -static_cast<int>(frac_digits.size());
+  const std::string suffix = s.substr(i);
+  static const std::map<std::string, std::pair<int, int>> kSuffixes = {
+      {"", {0, 0}},    {"n", {-9, 0}},  {"u", {-6, 0}},  {"m", {-3, 0}},
+      {"k", {3, 0}},   {"M", {6, 0}},   {"G", {9, 0}},   {"T", {12, 0}},
+      {"P", {15, 0}},  {"E", {18, 0}},  {"Ki", {0, 10}}, {"Mi", {0, 20}},
+      {"Gi", {0, 30}}, {"Ti", {0, 40}}, {"Pi", {0, 50}}, {"Ei", {0, 60}}};
+  if (auto it = kSuffixes.find(suffix); it != kSuffixes.end()) {
+    p.dec_exp += it->second.first;
+    p.bin_exp = it->second.second;
+    return p;
+  }
+  if (suffix[0] == 'e' || suffix[0] == 'E') {
+    size_t j = 1;
+    bool neg = false;
+    if (j < suffix.size() && (suffix[j] == '+' || suffix[j] == '-')) neg = suffix[j++] == '-';
+    if (j == suffix.size()) return BadQuantity(s, "exponent without digits");
+    int e = 0;
+    for (; j < suffix.size(); ++j) {
+      if (!std::isdigit(static_cast<unsigned char>(suffix[j])))
+        return BadQuantity(s, "unknown suffix \"" + suffix + "\"");
+      e = e * 10 + (suffix[j] - '0');
+      if (e > 100) return BadQuantity(s, "out of range");
+    }
+    p.dec_exp += neg ? -e : e;
+    return p;
+  }
+  return BadQuantity(s, "unknown suffix \"" + suffix + "\"");
+}
+
+// value × num / den, rounded up (or down), as an int64.
+Result<int64_t> ScaleQuantity(const std::string& text, const ParsedQuantity& p, i128 num, i128 den,
+                              bool round_up) {
+  if (p.mantissa == 0) return int64_t{0};
+  i128 n = p.mantissa, d = den;
+  auto mul = [](i128& x, i128 k) { return !__builtin_mul_overflow(x, k, &x); };
+  bool ok = mul(n, num);
+  for (int e = 0; ok && e < p.dec_exp; ++e) ok = mul(n, 10);
+  for (int e = 0; ok && e < p.bin_exp; ++e) ok = mul(n, 2);
+  for (int e = 0; ok && e < -p.dec_exp; ++e) ok = mul(d, 10);
+  if (!ok) return BadQuantity(text, "out of range");
+  i128 q = n / d;
+  const bool exact = n % d == 0;
+  if (p.negative) {
+    q = -q;
+    if (!exact && !round_up) q -= 1;
+  } else if (!exact && round_up) {
+    q += 1;
+  }
+  if (q > INT64_MAX || q < INT64_MIN) return BadQuantity(text, "out of range");
+  return static_cast<int64_t>(q);
+}
+
+Result<int64_t> ParseScaled(const Json& q, i128 num, i128 den, bool round_up, bool exact) {
+  auto text = QuantityText(q);
+  if (!text.ok()) return text.status();
+  auto p = ParseQuantityText(*text);
+  if (!p.ok()) return p.status();
+  if (exact) {
+    auto up = ScaleQuantity(*text, *p, num, den, true);
+    auto down = ScaleQuantity(*text, *p, num, den, false);
+    if (!up.ok()) return up.status();
+    if (!down.ok() || *up != *down)
+      return InvalidArgument("must be an integer, got \"" + *text + "\"");
+    return up;
+  }
+  return ScaleQuantity(*text, *p, num, den, round_up);
+}
+
+// ---- JSON helpers (never throw on wrong types) ----
+
+const Json* Field(const Json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+const Json* Path(const Json& obj, std::initializer_list<const char*> keys) {
+  const Json* cur = &obj;
+  for (const char* k : keys) {
+    cur = Field(*cur, k);
+    if (!cur) return nullptr;
+  }
+  return cur;
+}
+
+std::string Str(const Json& obj, const char* key, std::string def = "") {
+  const Json* f = Field(obj, key);
+  return f && f->is_string() ? f->get<std::string>() : def;
+}
+
+Result<std::map<std::string, std::string>> StringMap(const Json* j, const std::string& what) {
+  std::map<std::string, std::string> out;
+  if (!j) return out;
+  if (!j->is_object()) return InvalidArgument(what + " must be an object");
+  for (auto it = j->begin(); it != j->end(); ++it) {
+    if (!it.value().is_string())
+      return InvalidArgument(what + "[\"" + it.key() + "\"] must be a string");
+    out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+Result<int64_t> IntField(const Json& obj, const char* key, int64_t def, const std::string& what) {
+  const Json* f = Field(obj, key);
+  if (!f) return def;
+  if (!f->is_number_integer() && !f->is_number_unsigned())
+    return InvalidArgument(what + "." + key + " must be an integer");
+  if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    return InvalidArgument(what + "." + key + " is out of range");
+  return f->get<int64_t>();
+}
+
+Result<std::string> StrField(const Json& obj, const char* key, const std::string& what) {
+  const Json* f = Field(obj, key);
+  if (!f) return std::string();
+  if (!f->is_string()) return InvalidArgument(what + "." + key + " must be a string");
+  return f->get<std::string>();
+}
+
+// ---- Pod resources ----
+
+struct GpuTotals {
+  int64_t cpu_milli = 0;
+  int64_t mem_mib = 0;
+  int64_t gpu = 0;
+  std::map<std::string, int64_t> mig;  // resource name -> count
+  int64_t tessera_mem = 0;
+  int64_t tessera_compute = 0;
+  int64_t hami_mem = 0;
+  int64_t hami_pct = 0;
+  int64_t hami_cores = 0;
+  bool has_tessera = false;
+  bool has_hami = false;
+
+  void Add(const GpuTotals& o) {
+    cpu_milli += o.cpu_milli;
+    mem_mib += o.mem_mib;
+    gpu += o.gpu;
+    for (const auto& [k, v] : o.mig) mig[k] += v;
+    tessera_mem += o.tessera_mem;
+    tessera_compute += o.tessera_compute;
+    hami_mem += o.hami_mem;
+    hami_pct += o.hami_pct;
+    hami_cores += o.hami_cores;
+    has_tessera |= o.has_tessera;
+    has_hami |= o.has_hami;
+  }
+  void Max(const GpuTotals& o) {
+    cpu_milli = std::max(cpu_milli, o.cpu_milli);
+    mem_mib = std::max(mem_mib, o.mem_mib);
+    gpu = std::max(gpu, o.gpu);
+    for (const auto& [k, v] : o.mig) mig[k] = std::max(mig[k], v);
+    tessera_mem = std::max(tessera_mem, o.tessera_mem);
+    tessera_compute = std::max(tessera_compute, o.tessera_compute);
+    hami_mem = std::max(hami_mem, o.hami_mem);
+    hami_pct = std::max(hami_pct, o.hami_pct);
+    hami_cores = std::max(hami_cores, o.hami_cores);
+    has_tessera |= o.has_tessera;
+    has_hami |= o.has_hami;
+  }
+};
+
+bool IsGpuResource(const std::string& name) {
+  return name == kResourceGpu || name.rfind(kResourceMigPrefix, 0) == 0 ||
+         name == kResourceGpuMemory || name == kResourceGpuCompute || name == kResourceHamiMem ||
+         name == kResourceHamiMemPct || name == kResourceHamiCores;
+}
+
+// "1g.10gb.me" (resource-name form) -> "1g.10gb+me".
+std::string MigProfileFromResource(const std::string& resource) {
+  std::string p = resource.substr(std::string(kResourceMigPrefix).size());
+  if (p.size() > 3 && p.compare(p.size() - 3, 3, ".me") == 0) p = p.substr(0, p.size() - 3) + "+me";
+  return p;
+}
+
+std::string KnownMigProfiles() {
+  std::set<std::string> names;
+  for (const auto& g : AllMigGeometries())
+    for (const auto& p : g.profiles) names.insert(p.name);
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+ModelMask ModelsWithProfile(const std::string& profile) {
+  ModelMask m = 0;
+  const auto& cat = GpuCatalog::Builtin();
+  for (GpuModelId id = 0; id < cat.size() && id < 64; ++id) {
+    const MigGeometry* geo = MigGeometryFor(id);
+    if (geo && geo->Find(profile) >= 0) m |= ModelMask{1} << id;
+  }
+  return m;
+}
+
+std::string Shown(const Json& q) {
+  return q.is_string() ? q.get<std::string>() : q.dump();
+}
+
+Result<GpuTotals> ContainerTotals(const Json& c, const std::string& where) {
+  GpuTotals t;
+  const Json* res = Field(c, "resources");
+  if (!res) return t;
+  if (!res->is_object()) return InvalidArgument(where + ": resources must be an object");
+  const Json* limits = Field(*res, "limits");
+  const Json* requests = Field(*res, "requests");
+  if ((limits && !limits->is_object()) || (requests && !requests->is_object()))
+    return InvalidArgument(where + ": resources.limits/requests must be objects");
+  std::set<std::string> names;
+  for (const Json* m : {limits, requests})
+    if (m)
+      for (auto it = m->begin(); it != m->end(); ++it) names.insert(it.key());
+
+  for (const std::string& name : names) {
+    const Json* lim = limits ? Field(*limits, name.c_str()) : nullptr;
+    const Json* req = requests ? Field(*requests, name.c_str()) : nullptr;
+    const std::string label = where + ": " + name;
+    if (name == "cpu" || name == "memory") {
+      const Json* q = req ? req : lim;
+      if (!q) continue;
+      auto v = name == "cpu" ? ParseQuantityMilli(*q) : ParseQuantityMiB(*q, true);
+      if (!v.ok()) return InvalidArgument(label + ": " + v.status().message());
+      if (*v < 0) return InvalidArgument(label + " must not be negative");
+      (name == "cpu" ? t.cpu_milli : t.mem_mib) = *v;
+      continue;
+    }
+    if (!IsGpuResource(name)) continue;
+    const bool is_memory = name == kResourceGpuMemory;
+    auto parse = [&](const Json& q) -> Result<int64_t> {
+      auto v = is_memory ? ParseQuantityMiB(q, true) : ParseQuantityInt(q);
+      if (!v.ok()) return InvalidArgument(label + " " + v.status().message());
+      if (*v < 0) return InvalidArgument(label + " must not be negative");
+      return v;
+    };
+    int64_t value = 0;
+    if (lim) {
+      auto l = parse(*lim);
+      if (!l.ok()) return l.status();
+      value = *l;
+      if (req) {
+        auto r = parse(*req);
+        if (!r.ok()) return r.status();
+        if (*r != *l)
+          return InvalidArgument(label + " request " + Shown(*req) + " must equal its limit " +
+                                 Shown(*lim));
+      }
+    } else {
+      auto r = parse(*req);
+      if (!r.ok()) return r.status();
+      value = *r;
+    }
+    if (name == kResourceGpu) {
+      t.gpu = value;
+    } else if (name.rfind(kResourceMigPrefix, 0) == 0) {
+      const std::string profile = MigProfileFromResource(name);
+      if (ModelsWithProfile(profile) == 0)
+        return InvalidArgument(label + ": unknown MIG profile \"" + profile +
+                               "\" (known: " + KnownMigProfiles() + ")");
+      if (value > 0) t.mig[name] = value;
+    } else if (name == kResourceGpuMemory) {
+      t.tessera_mem = value;
+      t.has_tessera |= value > 0;
+    } else if (name == kResourceGpuCompute) {
+      if (value > 100)
+        return InvalidArgument(label + " must be at most 100 (% of one GPU), got " +
+                               std::to_string(value));
+      t.tessera_compute = value;
+      t.has_tessera |= value > 0;
+    } else if (name == kResourceHamiMem) {
+      t.hami_mem = value;
+      t.has_hami |= value > 0;
+    } else if (name == kResourceHamiMemPct || name == kResourceHamiCores) {
+      if (value > 100)
+        return InvalidArgument(label + " must be at most 100 (% of one GPU), got " +
+                               std::to_string(value));
+      (name == kResourceHamiMemPct ? t.hami_pct : t.hami_cores) = value;
+      t.has_hami |= value > 0;
+    }
+  }
+  return t;
+}
+
+Result<GpuTotals> PodTotals(const Json& spec) {
+  GpuTotals sum, init;
+  for (const char* list : {"containers", "initContainers"}) {
+    const Json* cs = Field(spec, list);
+    if (!cs) continue;
+    if (!cs->is_array()) return InvalidArgument(std::string("spec.") + list + " must be a list");
+    for (const Json& c : *cs) {
+      const std::string kind = list[0] == 'c' ? "container" : "init container";
+      const std::string where = kind + " \"" + Str(c, "name") + "\"";
+      auto t = ContainerTotals(c, where);
+      if (!t.ok()) return t.status();
+      if (list[0] == 'c')
+        sum.Add(*t);
+      else
+        init.Max(*t);
+    }
+  }
+  sum.Max(init);
+  if (const Json* overhead = Field(spec, "overhead"); overhead && overhead->is_object()) {
+    if (const Json* c = Field(*overhead, "cpu")) {
+      auto v = ParseQuantityMilli(*c);
+      if (!v.ok()) return InvalidArgument("spec.overhead.cpu: " + v.status().message());
+      sum.cpu_milli += std::max<int64_t>(0, *v);
+    }
+    if (const Json* m = Field(*overhead, "memory")) {
+      auto v = ParseQuantityMiB(*m, true);
+      if (!v.ok()) return InvalidArgument("spec.overhead.memory: " + v.status().message());
+      sum.mem_mib += std::max<int64_t>(0, *v);
+    }
+  }
+  return sum;
+}
+
+// ---- Constraints ----
+
+Result<NodeSelectorRequirement> ParseRequirement(const Json& j, const std::string& where,
+                                                 bool field) {
+  if (!j.is_object()) return InvalidArgument(where + " must be an object");
+  NodeSelectorRequirement r;
+  r.key = Str(j, "key");
+  r.op = Str(j, "operator");
+  if (r.key.empty()) return InvalidArgument(where + ".key is required");
+  if (const Json* vs = Field(j, "values")) {
+    if (!vs->is_array()) return InvalidArgument(where + ".values must be a list");
+    for (const Json& v : *vs) {
+      if (!v.is_string()) return InvalidArgument(where + ".values must be strings");
+      r.values.push_back(v.get<std::string>());
+    }
+  }
+  static const std::set<std::string> kOps = {"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"};
+  if (!kOps.count(r.op))
+    return InvalidArgument(where + ": unknown operator \"" + r.op +
+                           "\" (known: In, NotIn, Exists, DoesNotExist, Gt, Lt)");
+  if (field && r.op != "In" && r.op != "NotIn")
+    return InvalidArgument(where + ": matchFields supports only In and NotIn");
+  if (field && r.key != "metadata.name")
+    return InvalidArgument(where + ": matchFields supports only metadata.name");
+  if ((r.op == "In" || r.op == "NotIn") && r.values.empty())
+    return InvalidArgument(where + ": operator " + r.op + " needs values");
+  if ((r.op == "Exists" || r.op == "DoesNotExist") && !r.values.empty())
+    return InvalidArgument(where + ": operator " + r.op + " takes no values");
+  if (r.op == "Gt" || r.op == "Lt") {
+    if (r.values.size() != 1)
+      return InvalidArgument(where + ": operator " + r.op + " needs one value");
+    auto v = ParseQuantityInt(Json(r.values[0]));
+    if (!v.ok() || r.values[0].find_first_not_of("+-0123456789") != std::string::npos)
+      return InvalidArgument(where + ": operator " + r.op + " needs an integer value");
+  }
+  return r;
+}
+
+Result<std::vector<NodeSelectorTerm>> ParseAffinity(const Json& spec) {
+  std::vector<NodeSelectorTerm> terms;
+  const Json* req =
+      Path(spec, {"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
+                  "nodeSelectorTerms"});
+  if (!req) return terms;
+  if (!req->is_array())
+    return InvalidArgument("required node affinity: nodeSelectorTerms must be a list");
+  for (size_t i = 0; i < req->size(); ++i) {
+    const Json& t = (*req)[i];
+    const std::string where = "nodeSelectorTerms[" + std::to_string(i) + "]";
+    if (!t.is_object()) return InvalidArgument(where + " must be an object");
+    NodeSelectorTerm term;
+    for (const char* key : {"matchExpressions", "matchFields"}) {
+      const Json* list = Field(t, key);
+      if (!list) continue;
+      if (!list->is_array()) return InvalidArgument(where + "." + key + " must be a list");
+      for (size_t k = 0; k < list->size(); ++k) {
+        const bool field = key[5] == 'F';
+        auto r =
+            ParseRequirement((*list)[k], where + "." + key + "[" + std::to_string(k) + "]", field);
+        if (!r.ok()) return r.status();
+        (field ? term.match_fields : term.match_expressions).push_back(std::move(*r));
+      }
+    }
+    terms.push_back(std::move(term));
+  }
+  return terms;
+}
+
+Result<std::vector<Toleration>> ParseTolerations(const Json& spec) {
+  std::vector<Toleration> out;
+  const Json* ts = Field(spec, "tolerations");
+  if (!ts) return out;
+  if (!ts->is_array()) return InvalidArgument("spec.tolerations must be a list");
+  for (size_t i = 0; i < ts->size(); ++i) {
+    const Json& t = (*ts)[i];
+    const std::string where = "spec.tolerations[" + std::to_string(i) + "]";
+    if (!t.is_object()) return InvalidArgument(where + " must be an object");
+    Toleration tol;
+    tol.key = Str(t, "key");
+    tol.op = Str(t, "operator", "Equal");
+    if (tol.op.empty()) tol.op = "Equal";
+    tol.value = Str(t, "value");
+    tol.effect = Str(t, "effect");
+    if (tol.op != "Equal" && tol.op != "Exists")
+      return InvalidArgument(where + ": unknown operator \"" + tol.op + "\" (Equal or Exists)");
+    if (tol.key.empty() && tol.op != "Exists")
+      return InvalidArgument(where + ": an empty key needs operator Exists");
+    out.push_back(std::move(tol));
+  }
+  return out;
+}
+
+Result<std::vector<Taint>> ParseTaints(const Json& spec) {
+  std::vector<Taint> out;
+  const Json* ts = Field(spec, "taints");
+  if (!ts) return out;
+  if (!ts->is_array()) return InvalidArgument("spec.taints must be a list");
+  for (const Json& t : *ts) {
+    if (!t.is_object()) return InvalidArgument("spec.taints entries must be objects");
+    out.push_back({Str(t, "key"), Str(t, "value"), Str(t, "effect")});
+  }
+  return out;
+}
+
+int CeilDiv(int64_t a, int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+
+int ShareMilli(const GpuRequest& g, int64_t gpu_memory_mib) {
+  int64_t milli = std::max<int64_t>(g.compute_pct * 10, g.memory_pct * 10);
+  if (g.memory_mib > 0 && gpu_memory_mib > 0)
+    milli = std::max<int64_t>(milli, (g.memory_mib * 1000 + gpu_memory_mib - 1) / gpu_memory_mib);
+  return static_cast<int>(std::clamp<int64_t>(milli, 1, 1000));
+}
+
+int64_t ModelMemory(GpuModelId m) {
+  if (m == kNoGpuModel || m >= GpuCatalog::Builtin().size()) return kReferenceGpuMemoryMib;
+  const int64_t mem = GpuCatalog::Builtin().Get(m).memory_mib;
+  return mem > 0 ? mem : kReferenceGpuMemoryMib;
+}
+
+std::vector<GpuModelId> ModelsIn(ModelMask mask) {
+  std::vector<GpuModelId> out;
+  for (GpuModelId id = 0; id < GpuCatalog::Builtin().size() && id < 64; ++id)
+    if ((mask >> id) & 1) out.push_back(id);
+  return out;
+}
+
+Result<PodRequest> TranslatePodImpl(const Json& pod) {
+  if (!pod.is_object()) return InvalidArgument("pod must be a JSON object");
+  PodRequest p;
+  const Json empty = Json::object();
+  const Json* meta = Field(pod, "metadata");
+  const Json* spec_p = Field(pod, "spec");
+  if (!meta || !meta->is_object()) return InvalidArgument("pod has no metadata");
+  const Json& spec = spec_p && spec_p->is_object() ? *spec_p : empty;
+  p.ns = Str(*meta, "namespace", "default");
+  p.name = Str(*meta, "name");
+  p.uid = Str(*meta, "uid");
+  if (p.name.empty()) return InvalidArgument("pod has no metadata.name");
+  p.creation_timestamp = Str(*meta, "creationTimestamp");
+  p.deleting = Field(*meta, "deletionTimestamp") != nullptr;
+  auto labels = StringMap(Field(*meta, "labels"), "metadata.labels");
+  if (!labels.ok()) return labels.status();
+  p.labels = std::move(*labels);
+  auto annotations = StringMap(Field(*meta, "annotations"), "metadata.annotations");
+  if (!annotations.ok()) return annotations.status();
+  const auto& ann = *annotations;
+
+  p.scheduler_name = Str(spec, "schedulerName", "default-scheduler");
+  p.node_name = Str(spec, "nodeName");
+  p.priority_class = Str(spec, "priorityClassName");
+  auto prio = IntField(spec, "priority", 0, "spec");
+  if (!prio.ok()) return prio.status();
+  if (*prio < INT32_MIN || *prio > INT32_MAX) return InvalidArgument("spec.priority out of range");
+  p.priority = static_cast<int>(*prio);
+  if (const Json* st = Field(pod, "status")) p.phase = Str(*st, "phase");
+
+  auto sel = StringMap(Field(spec, "nodeSelector"), "spec.nodeSelector");
+  if (!sel.ok()) return sel.status();
+  p.node_selector = std::move(*sel);
+  auto tol = ParseTolerations(spec);
+  if (!tol.ok()) return tol.status();
+  p.tolerations = std::move(*tol);
+  auto aff = ParseAffinity(spec);
+  if (!aff.ok()) return aff.status();
+  p.required_affinity = std::move(*aff);
+
+  // Annotations.
+  if (auto it = ann.find(kAnnotationQueue); it != ann.end() && !it->second.empty())
+    p.queue = it->second;
+  if (auto it = ann.find(kAnnotationIsolation); it != ann.end()) {
+    auto iso = ParseIsolation(it->second);
+    if (!iso.ok())
+      return InvalidArgument(std::string("annotation ") + kAnnotationIsolation + ": " +
+                             iso.status().message());
+    p.isolation = *iso;
+  }
+  if (auto it = ann.find(kAnnotationGang); it != ann.end()) p.gang = it->second;
+  if (auto it = ann.find(kAnnotationMinMember); it != ann.end()) {
+    const std::string& v = it->second;
+    int64_t n = 0;
+    bool ok = !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+    if (ok) n = std::stoll(v);
+    if (!ok || n < 1)
+      return InvalidArgument(std::string("annotation ") + kAnnotationMinMember +
+                             " must be a positive integer, got \"" + v + "\"");
+    if (p.gang.empty())
+      return InvalidArgument(std::string("annotation ") + kAnnotationMinMember + " needs " +
+                             kAnnotationGang);
+    p.min_member = static_cast<int>(n);
+  }
+  ModelMask allowed = 0;
+  if (auto it = ann.find(kAnnotationGpuModels); it != ann.end() && !it->second.empty()) {
+    std::string list = it->second;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      std::string name = list.substr(start, end - start);
+      name.erase(0, name.find_first_not_of(' '));
+      name.erase(name.find_last_not_of(' ') + 1);
+      if (!name.empty()) {
+        auto id = GpuCatalog::Builtin().Find(name);
+        if (!id || *id >= 64)
+          return InvalidArgument(std::string("annotation ") + kAnnotationGpuModels +
+                                 ": unknown GPU model \"" + name +
+                                 "\" (known: " + GpuCatalog::Builtin().KnownNames() + ")");
+        allowed |= ModelMask{1} << *id;
+      }
+      start = end + 1;
+    }
+  }
+  if (auto it = ann.find(kAnnotationAssignment); it != ann.end()) {
+    auto a = DecodeAssignment(it->second);
+    if (!a.ok())
+      return InvalidArgument(std::string("annotation ") + kAnnotationAssignment + ": " +
+                             a.status().message());
+    p.assignment = std::move(*a);
+  }
+
+  // Resources.
+  auto totals = PodTotals(spec);
+  if (!totals.ok()) return totals.status();
+  const GpuTotals& t = *totals;
+  p.demand.cpu = MilliCpu(t.cpu_milli);
+  p.demand.memory = MiB(t.mem_mib);
+  p.slices.cpu = MilliCpu(t.cpu_milli);
+  p.slices.host_memory = MiB(t.mem_mib);
+  p.slices.isolation = p.isolation;
+
+  GpuRequest& g = p.gpu;
+  if (t.has_tessera && t.has_hami)
+    return InvalidArgument(
+        "the pod mixes Tessera share resources (tessera.io/gpu-memory, tessera.io/gpu-compute) "
+        "with HAMi ones (nvidia.com/gpumem, nvidia.com/gpumem-percentage, nvidia.com/gpucores); "
+        "use one style");
+  if (t.hami_mem > 0 && t.hami_pct > 0)
+    return InvalidArgument(
+        "nvidia.com/gpumem and nvidia.com/gpumem-percentage are alternatives; set one");
+  const bool share = t.has_tessera || t.has_hami;
+  int64_t mig_count = 0;
+  for (const auto& [name, n] : t.mig) mig_count += n;
+  if (!t.mig.empty()) {
+    const std::string first = t.mig.begin()->first;
+    if (t.mig.size() > 1 || mig_count > 1)
+      return InvalidArgument("at most one MIG instance per pod is supported; got " +
+                             std::to_string(mig_count) + " (" + first + " ...)");
+    if (t.gpu > 0 || share)
+      return InvalidArgument(first +
+                             " cannot be combined with nvidia.com/gpu or GPU share resources; a "
+                             "MIG instance is the pod's whole GPU request");
+    g.mig_profile = MigProfileFromResource(first);
+  }
+  if (share && t.gpu > 1) {
+    const char* what = t.has_tessera ? "tessera.io/gpu-memory / tessera.io/gpu-compute"
+                                     : "nvidia.com/gpumem / nvidia.com/gpucores";
+    return InvalidArgument("nvidia.com/gpu: " + std::to_string(t.gpu) +
+                           " cannot be combined with " + what +
+                           ": a share is part of one GPU; ask for whole GPUs or one share "
+                           "(nvidia.com/gpu: 1 or none)");
+  }
+  if (t.tessera_compute + t.hami_cores > 100 || t.hami_pct > 100)
+    return InvalidArgument("the containers' GPU compute adds up to more than 100% of one GPU");
+  if (!share && t.gpu > kMaxGpusPerNode)
+    return InvalidArgument("nvidia.com/gpu: " + std::to_string(t.gpu) + " exceeds the " +
+                           std::to_string(kMaxGpusPerNode) + " GPUs a node can have");
+  if (share) {
+    g.memory_mib = t.tessera_mem + t.hami_mem;
+    g.memory_pct = static_cast<int>(t.hami_pct);
+    g.compute_pct = static_cast<int>(t.tessera_compute + t.hami_cores);
+  } else if (g.mig_profile.empty()) {
+    g.whole_gpus = static_cast<int>(t.gpu);
+  }
+  if (!g.any()) return p;
+
+  // GPU demand.
+  ModelMask models = allowed;
+  if (!g.mig_profile.empty()) {
+    const ModelMask with = ModelsWithProfile(g.mig_profile);
+    models = allowed ? (allowed & with) : with;
+    if (models == 0)
+      return InvalidArgument(
+          "none of the models in annotation tessera.io/gpu-models offers MIG "
+          "profile " +
+          g.mig_profile);
+  }
+  p.demand.models = models;
+  p.slices.models = models;
+  p.demand.num_gpu = 1;
+  if (g.whole_gpus > 0) {
+    p.demand.num_gpu = g.whole_gpus;
+    p.demand.gpu_milli = 1000;
+    p.slices.whole_gpus = g.whole_gpus;
+  } else if (!g.mig_profile.empty()) {
+    int milli = 0;
+    for (GpuModelId m : ModelsIn(models)) milli = std::max(milli, DemandOn(p, m).gpu_milli);
+    p.demand.gpu_milli = milli;
+    p.slices.mig_profile = g.mig_profile;
+  } else {
+    int64_t ref = kReferenceGpuMemoryMib;
+    if (models) {
+      ref = INT64_MAX;
+      for (GpuModelId m : ModelsIn(models)) ref = std::min(ref, ModelMemory(m));
+    }
+    p.demand.gpu_milli = ShareMilli(g, ref);
+    p.slices.memory_mib = std::max<int64_t>(g.memory_mib, (g.memory_pct * ref + 99) / 100);
+    p.slices.compute_pct = g.compute_pct;
+  }
+  Status v = ValidateSliceDemand(p.slices);
+  if (!v.ok()) return InvalidArgument("invalid GPU request: " + v.message());
+  return p;
+}
+
+// ---- GFD product mapping ----
+
+std::vector<std::string> SplitUpper(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep || c == ' ' || c == '_') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+const char* MapProduct(const std::vector<std::string>& tok) {
+  if (tok.empty()) return nullptr;
+  auto has = [&](const char* s) { return std::find(tok.begin(), tok.end(), s) != tok.end(); };
+  int mem = 0;
+  for (const auto& t : tok) {
+    const size_t digits = t.find_first_not_of("0123456789");
+    if (digits == 0 || digits == std::string::npos || digits > 6) continue;
+    if (t.substr(digits) == "GB" || t.substr(digits) == "G") mem = std::stoi(t.substr(0, digits));
+  }
+  const std::string& f = tok[0];
+  if (f == "H100") {
+    if (mem == 94 || has("NVL")) return "H100-94GB";
+    if (mem == 96) return "H100-96GB";
+    return "H100-80GB";
+  }
+  if (f == "H200") return "H200";
+  if (f == "H20") return "H100-96GB";
+  if (f == "GH200") return mem == 144 ? "GH200-144GB" : "H100-96GB";
+  if (f == "A100" || f == "A100X") return mem == 80 ? "A100-80GB" : "A100-40GB";
+  if (f == "A30" || f == "A30X") return "A30";
+  if (f == "A10G") return "A10G";
+  if (f == "A10") return "A10";
+  if (f == "L4") return "L4";
+  if (f == "T4") return "T4";
+  if (f == "V100" || f == "V100S") return mem == 32 ? "V100M32" : "V100M16";
+  if (f == "P100") return "P100";
+  if (f == "B200") return "B200";
+  if (f == "GB200") return "GB200";
+  if (f == "B300") return "B300";
+  if (f == "GB300") return "GB300";
+  if (f == "RTX" && has("PRO") && has("6000")) return "RTX-PRO-6000";
+  return nullptr;
+}
+
+Result<NodeInfo> TranslateNodeImpl(const Json& node) {
+  if (!node.is_object()) return InvalidArgument("node must be a JSON object");
+  NodeInfo info;
+  const Json empty = Json::object();
+  const Json* meta = Field(node, "metadata");
+  if (!meta || !meta->is_object()) return InvalidArgument("node has no metadata");
+  info.spec.name = Str(*meta, "name");
+  if (info.spec.name.empty()) return InvalidArgument("node has no metadata.name");
+  const std::string where = "node " + info.spec.name;
+  auto labels = StringMap(Field(*meta, "labels"), "metadata.labels");
+  if (!labels.ok()) return InvalidArgument(where + ": " + labels.status().message());
+  info.spec.labels = std::move(*labels);
+  auto annotations = StringMap(Field(*meta, "annotations"), "metadata.annotations");
+  if (!annotations.ok()) return InvalidArgument(where + ": " + annotations.status().message());
+
+  const Json* spec_p = Field(node, "spec");
+  const Json& spec = spec_p && spec_p->is_object() ? *spec_p : empty;
+  if (const Json* u = Field(spec, "unschedulable"); u && u->is_boolean()) info.unschedulable = *u;
+  auto taints = ParseTaints(spec);
+  if (!taints.ok()) return InvalidArgument(where + ": " + taints.status().message());
+  info.taints = std::move(*taints);
+
+  const Json* status_p = Field(node, "status");
+  const Json& status = status_p && status_p->is_object() ? *status_p : empty;
+  if (const Json* conds = Field(status, "conditions"); conds && conds->is_array())
+    for (const Json& c : *conds)
+      if (Str(c, "type") == "Ready") info.ready = Str(c, "status") == "True";
+
+  const Json* alloc = Field(status, "allocatable");
+  if (!alloc || !alloc->is_object()) alloc = Field(status, "capacity");
+  if (!alloc || !alloc->is_object()) return InvalidArgument(where + ": no status.allocatable");
+  const Json* cpu = Field(*alloc, "cpu");
+  const Json* mem = Field(*alloc, "memory");
+  if (!cpu || !mem) return InvalidArgument(where + ": allocatable cpu or memory missing");
+  auto c = ParseQuantityMilli(*cpu);
+  if (!c.ok()) return InvalidArgument(where + ": allocatable cpu: " + c.status().message());
+  auto m = ParseQuantityMiB(*mem, false);
+  if (!m.ok()) return InvalidArgument(where + ": allocatable memory: " + m.status().message());
+  info.spec.cpu = MilliCpu(std::max<int64_t>(0, *c));
+  info.spec.memory = MiB(std::max<int64_t>(0, *m));
+
+  int64_t alloc_gpus = 0;
+  for (auto it = alloc->begin(); it != alloc->end(); ++it) {
+    const std::string& name = it.key();
+    if (name != kResourceGpu && name.rfind(kResourceMigPrefix, 0) != 0) continue;
+    auto n = ParseQuantityInt(it.value());
+    if (!n.ok())
+      return InvalidArgument(where + ": allocatable " + name + " " + n.status().message());
+    if (name == kResourceGpu)
+      alloc_gpus = std::max<int64_t>(0, *n);
+    else if (*n > 0)
+      info.mig_allocatable[MigProfileFromResource(name)] = *n;
+  }
+
+  const auto& lab = info.spec.labels;
+  auto label = [&](const char* k) {
+    auto it = lab.find(k);
+    return it == lab.end() ? std::string() : it->second;
+  };
+  info.sharing_strategy = label("nvidia.com/gpu.sharing-strategy");
+
+  auto inv_it = annotations->find(kAnnotationInventory);
+  if (inv_it != annotations->end()) {
+    auto inv = DecodeInventory(inv_it->second);
+    if (!inv.ok())
+      return InvalidArgument(where + ": annotation " + kAnnotationInventory + ": " +
+                             inv.status().message());
+    info.inventory = std::move(*inv);
+  }
+
+  if (!info.inventory.empty()) {
+    const std::string& model = info.inventory[0].model;
+    for (const auto& e : info.inventory) {
+      if (e.model != model)
+        return InvalidArgument(where + ": mixed GPU models (" + model + ", " + e.model +
+                               ") on one node are not supported");
+      if (!e.healthy) info.unhealthy |= GpuMask{1} << e.index;
+    }
+    info.model = *GpuCatalog::Builtin().Find(model);
+    info.spec.gpu_count = static_cast<int>(info.inventory.size());
+  } else {
+    int64_t replicas = 1;
+    const std::string r = label("nvidia.com/gpu.replicas");
+    if (!r.empty()) {
+      auto n = ParseQuantityInt(Json(r));
+      if (n.ok() && *n > 1) replicas = *n;
+    }
+    const int64_t gpus = alloc_gpus / replicas;
+    if (gpus > kMaxGpusPerNode)
+      return InvalidArgument(where + ": " + std::to_string(gpus) + " GPUs; at most " +
+                             std::to_string(kMaxGpusPerNode) + " per node are supported");
+    info.spec.gpu_count = static_cast<int>(gpus);
+    if (gpus > 0 || !info.mig_allocatable.empty()) {
+      const std::string product = label("nvidia.com/gpu.product");
+      if (product.empty())
+        return InvalidArgument(where +
+                               ": has GPUs but neither a nvidia.com/gpu.product label nor a "
+                               "tessera.io/gpu-inventory annotation");
+      auto id = ModelFromProduct(product);
+      if (!id.ok()) return InvalidArgument(where + ": " + id.status().message());
+      info.model = *id;
+    }
+  }
+  info.spec.model = info.spec.gpu_count > 0 ? info.model : kNoGpuModel;
+  return info;
+}
+
+}  // namespace
+
+// ---- Public: quantities ----
+
+Result<int64_t> ParseQuantityMilli(const Json& q) {
+  return ParseScaled(q, 1000, 1, true, false);
+}
+
+Result<int64_t> ParseQuantityMiB(const Json& q, bool round_up) {
+  return ParseScaled(q, 1, i128{1} << 20, round_up, false);
+}
+
+Result<int64_t> ParseQuantityInt(const Json& q) {
+  return ParseScaled(q, 1, 1, true, true);
+}
+
+// ---- Public: annotations ----
+
+const char* AssignmentKindName(AssignmentKind k) {
+  switch (k) {
+    case AssignmentKind::kExclusive:
+      return "exclusive";
+    case AssignmentKind::kShare:
+      return "share";
+    case AssignmentKind::kMig:
+      return "mig";
+    case AssignmentKind::kMps:
+      return "mps";
+    case AssignmentKind::kTimeSlice:
+      return "timeslice";
+    case AssignmentKind::kMigMps:
+      return "mig-mps";
+  }
+  return "?";
+}
+
+std::string EncodeAssignment(const Assignment& a) {
+  Json j = {{"node", a.node}, {"kind", AssignmentKindName(a.kind)}, {"gpus", a.gpus}};
+  if (!a.uuids.empty()) j["uuids"] = a.uuids;
+  if (!a.mig_instance.empty()) j["mig_instance"] = a.mig_instance;
+  if (a.gpu_milli) j["gpu_milli"] = a.gpu_milli;
+  if (a.mps_thread_pct) j["mps_thread_pct"] = a.mps_thread_pct;
+  if (a.memory_limit_mib) j["memory_limit_mib"] = a.memory_limit_mib;
+  return j.dump();
+}
+
+Result<Assignment> DecodeAssignment(std::string_view text) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument("not a JSON object");
+  Assignment a;
+  auto node = StrField(j, "node", "assignment");
+  if (!node.ok()) return node.status();
+  a.node = *node;
+  if (a.node.empty()) return InvalidArgument("assignment.node is required");
+  auto kind = StrField(j, "kind", "assignment");
+  if (!kind.ok()) return kind.status();
+  bool found = false;
+  for (auto k : {AssignmentKind::kExclusive, AssignmentKind::kShare, AssignmentKind::kMig,
+                 AssignmentKind::kMps, AssignmentKind::kTimeSlice, AssignmentKind::kMigMps}) {
+    if (*kind == AssignmentKindName(k)) a.kind = k, found = true;
+  }
+  if (!found)
+    return InvalidArgument("assignment.kind \"" + *kind +
+                           "\" unknown (exclusive, share, mig, mps, timeslice, mig-mps)");
+  const Json* gpus = Field(j, "gpus");
+  if (!gpus || !gpus->is_array())
+    return InvalidArgument("assignment.gpus must be a list of GPU indices");
+  for (const Json& g : *gpus) {
+    if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() >= kMaxGpusPerNode)
+      return InvalidArgument("assignment.gpus: indices must be integers 0.." +
+                             std::to_string(kMaxGpusPerNode - 1));
+    a.gpus.push_back(g.get<int>());
+  }
+  if (a.gpus.empty() && a.kind != AssignmentKind::kMig)
+    return InvalidArgument("assignment.gpus must not be empty");
+  if (a.kind != AssignmentKind::kExclusive && a.gpus.size() > 1)
+    return InvalidArgument(std::string("assignment.gpus: kind ") + AssignmentKindName(a.kind) +
+                           " uses exactly one GPU");
+  if (const Json* u = Field(j, "uuids")) {
+    if (!u->is_array()) return InvalidArgument("assignment.uuids must be a list");
+    for (const Json& s : *u) {
+      if (!s.is_string()) return InvalidArgument("assignment.uuids must be strings");
+      a.uuids.push_back(s.get<std::string>());
+    }
+    if (!a.uuids.empty() && a.uuids.size() != a.gpus.size())
+      return InvalidArgument("assignment.uuids must match assignment.gpus");
+  }
+  auto mig = StrField(j, "mig_instance", "assignment");
+  if (!mig.ok()) return mig.status();
+  a.mig_instance = *mig;
+  const bool is_mig = a.kind == AssignmentKind::kMig || a.kind == AssignmentKind::kMigMps;
+  if (is_mig) {
+    const size_t at = a.mig_instance.find('@');
+    const std::string start = at == std::string::npos ? "" : a.mig_instance.substr(at + 1);
+    const std::string profile = a.mig_instance.substr(0, at);
+    const bool bad_start =
+        at != std::string::npos && (start.empty() || start.size() > 2 ||
+                                    start.find_first_not_of("0123456789") != std::string::npos);
+    if (profile.empty() || bad_start || (at == std::string::npos && !a.gpus.empty()))
+      return InvalidArgument("assignment.mig_instance must be \"<profile>@<start>\", got \"" +
+                             a.mig_instance + "\"");
+  } else if (!a.mig_instance.empty()) {
+    return InvalidArgument("assignment.mig_instance is only for kinds mig and mig-mps");
+  }
+  auto milli = IntField(j, "gpu_milli", 0, "assignment");
+  auto pct = IntField(j, "mps_thread_pct", 0, "assignment");
+  auto mem = IntField(j, "memory_limit_mib", 0, "assignment");
+  for (const auto* r : {&milli, &pct, &mem})
+    if (!r->ok()) return r->status();
+  if (*milli < 0 || *milli > 1000)
+    return InvalidArgument("assignment.gpu_milli must be within 0..1000");
+  if (*pct < 0 || *pct > 100)
+    return InvalidArgument("assignment.mps_thread_pct must be within 0..100");
+  if (*mem < 0) return InvalidArgument("assignment.memory_limit_mib must not be negative");
+  a.gpu_milli = static_cast<int>(*milli);
+  a.mps_thread_pct = static_cast<int>(*pct);
+  a.memory_limit_mib = *mem;
+  return a;
+}
+
+std::string EncodeInventory(const std::vector<GpuInventoryEntry>& gpus) {
+  Json arr = Json::array();
+  for (const auto& g : gpus) {
+    arr.push_back({{"index", g.index},
+                   {"uuid", g.uuid},
+                   {"model", g.model},
+                   {"memory_mib", g.memory_mib},
+                   {"mig_enabled", g.mig_enabled},
+                   {"mig_layout", g.mig_layout},
+                   {"health", g.healthy ? "healthy" : "unhealthy"}});
+  }
+  return arr.dump();
+}
+
+Result<std::vector<GpuInventoryEntry>> DecodeInventory(std::string_view text) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) return InvalidArgument("not a JSON list");
+  if (j.size() > static_cast<size_t>(kMaxGpusPerNode))
+    return InvalidArgument(std::to_string(j.size()) + " GPUs; at most " +
+                           std::to_string(kMaxGpusPerNode) + " per node are supported");
+  std::vector<GpuInventoryEntry> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const Json& e = j[i];
+    const std::string where = "entry " + std::to_string(i);
+    if (!e.is_object()) return InvalidArgument(where + " is not an object");
+    GpuInventoryEntry g;
+    auto index = IntField(e, "index", static_cast<int64_t>(i), where);
+    if (!index.ok()) return index.status();
+    if (*index < 0 || *index >= static_cast<int64_t>(j.size()))
+      return InvalidArgument(where + ": index " + std::to_string(*index) + " out of range");
+    g.index = static_cast<int>(*index);
+    auto uuid = StrField(e, "uuid", where);
+    auto model = StrField(e, "model", where);
+    auto layout = StrField(e, "mig_layout", where);
+    auto health = StrField(e, "health", where);
+    for (const auto* r : {&uuid, &model, &layout, &health})
+      if (!r->ok()) return r->status();
+    g.uuid = *uuid;
+    if (g.uuid.empty()) return InvalidArgument(where + ": uuid is required");
+    auto id = ModelFromProduct(*model);
+    if (!id.ok()) return InvalidArgument(where + ": " + id.status().message());
+    g.model = GpuCatalog::Builtin().Get(*id).name;
+    auto mem = IntField(e, "memory_mib", GpuCatalog::Builtin().Get(*id).memory_mib, where);
+    if (!mem.ok()) return mem.status();
+    if (*mem < 0) return InvalidArgument(where + ": memory_mib must not be negative");
+    g.memory_mib = *mem;
+    if (const Json* f = Field(e, "mig_enabled")) {
+      if (!f->is_boolean()) return InvalidArgument(where + ".mig_enabled must be a boolean");
+      g.mig_enabled = f->get<bool>();
+    }
+    g.mig_layout = *layout;
+    if (health->empty() || *health == "healthy")
+      g.healthy = true;
+    else if (*health == "unhealthy")
+      g.healthy = false;
+    else
+      return InvalidArgument(where + ": health must be \"healthy\" or \"unhealthy\", got \"" +
+                             *health + "\"");
+    if (g.mig_enabled) {
+      const MigGeometry* geo = MigGeometryFor(*id);
+      if (!geo) return InvalidArgument(where + ": " + g.model + " has no MIG mode");
+      auto parsed = ParseMigLayout(*geo, g.mig_layout);
+      if (!parsed.ok())
+        return InvalidArgument(where + ": mig_layout: " + parsed.status().message());
+      Status legal = CheckMigLayout(*geo, *parsed);
+      if (!legal.ok()) return InvalidArgument(where + ": mig_layout: " + legal.message());
+    } else if (!g.mig_layout.empty()) {
+      return InvalidArgument(where + ": mig_layout given but mig_enabled is false");
+    }
+    out.push_back(std::move(g));
+  }
+  std::sort(out.begin(), out.end(), [](const GpuInventoryEntry& a, const GpuInventoryEntry& b) {
+    return a.index < b.index;
+  });
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].index != static_cast<int>(i))
+      return InvalidArgument("GPU indices must be 0.." + std::to_string(out.size() - 1) +
+                             ", each once");
+  return out;
+}
+
+Result<GpuModelId> ModelFromProduct(std::string_view product) {
+  const auto& cat = GpuCatalog::Builtin();
+  if (auto id = cat.Find(product)) return *id;
+  std::string p(product);
+  for (const char* suffix : {"-SHARED", "-shared"})
+    if (p.size() > 7 && p.compare(p.size() - 7, 7, suffix) == 0) p.resize(p.size() - 7);
+  if (size_t mig = p.find("-MIG-"); mig != std::string::npos) p.resize(mig);
+  std::vector<std::string> tok = SplitUpper(p, '-');
+  while (!tok.empty() && (tok[0] == "NVIDIA" || tok[0] == "TESLA")) tok.erase(tok.begin());
+  if (const char* name = MapProduct(tok))
+    if (auto id = cat.Find(name)) return *id;
+  return InvalidArgument("unknown GPU product \"" + std::string(product) +
+                         "\" (known models: " + cat.KnownNames() + ")");
+}
+
+// ---- Public: pods ----
+
+Result<PodRequest> TranslatePod(const Json& pod) {
+  try {
+    return TranslatePodImpl(pod);
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("malformed pod: ") + e.what());
+  }
+}
+
+Demand DemandOn(const PodRequest& p, GpuModelId model) {
+  Demand d = p.demand;
+  if (!p.wants_gpu() || p.gpu.whole_gpus > 0) return d;
+  if (!p.gpu.mig_profile.empty()) {
+    const MigGeometry* geo = MigGeometryFor(model);
+    const int idx = geo ? geo->Find(p.gpu.mig_profile) : -1;
+    if (idx >= 0)
+      d.gpu_milli = std::min(
+          1000, CeilDiv(int64_t{1000} * geo->profiles[idx].compute_slices, geo->compute_slices));
+    return d;
+  }
+  d.gpu_milli = ShareMilli(p.gpu, ModelMemory(model));
+  return d;
+}
+
+SliceDemand SliceDemandOn(const PodRequest& p, GpuModelId model) {
+  SliceDemand s = p.slices;
+  if (p.gpu.memory_pct > 0)
+    s.memory_mib =
+        std::max<int64_t>(p.gpu.memory_mib, (p.gpu.memory_pct * ModelMemory(model) + 99) / 100);
+  return s;
+}
+
+// ---- Public: nodes ----
+
+Result<NodeInfo> TranslateNode(const Json& node) {
+  try {
+    return TranslateNodeImpl(node);
+  } catch (const std::exception& e) {
+    return InvalidArgument(std::string("malformed node: ") + e.what());
+  }
+}
+
+bool Tolerates(const std::vector<Toleration>& tolerations, const Taint& taint) {
+  for (const Toleration& t : tolerations) {
+    if (!t.effect.empty() && t.effect != taint.effect) continue;
+    if (t.key.empty()) {
+      if (t.op == "Exists") return true;
+      continue;
+    }
+    if (t.key != taint.key) continue;
+    if (t.op == "Exists" || t.value == taint.value) return true;
+  }
+  return false;
+}
+
+bool Tolerates(const PodRequest& pod, const NodeInfo& node) {
+  for (const Taint& t : node.taints) {
+    if (t.effect != "NoSchedule" && t.effect != "NoExecute") continue;
+    if (!Tolerates(pod.tolerations, t)) return false;
+  }
+  return true;
+}
+
+bool MatchesTerm(const NodeSelectorTerm& term, const NodeInfo& node) {
+  if (term.match_expressions.empty() && term.match_fields.empty()) return false;
+  const auto& labels = node.spec.labels;
+  for (const auto& r : term.match_expressions) {
+    auto it = labels.find(r.key);
+    const bool present = it != labels.end();
+    const bool in =
+        present && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
+    if (r.op == "In" && !in) return false;
+    if (r.op == "NotIn" && in) return false;
+    if (r.op == "Exists" && !present) return false;
+    if (r.op == "DoesNotExist" && present) return false;
+    if (r.op == "Gt" || r.op == "Lt") {
+      if (!present || r.values.size() != 1) return false;
+      auto have = ParseQuantityInt(Json(it->second));
+      auto want = ParseQuantityInt(Json(r.values[0]));
+      if (!have.ok() || !want.ok() ||
+          it->second.find_first_not_of("+-0123456789") != std::string::npos)
+        return false;
+      if (r.op == "Gt" ? !(*have > *want) : !(*have < *want)) return false;
+    }
+  }
+  for (const auto& r : term.match_fields) {
+    const bool in = std::find(r.values.begin(), r.values.end(), node.spec.name) != r.values.end();
+    if (r.op == "In" && !in) return false;
+    if (r.op == "NotIn" && in) return false;
+  }
+  return true;
+}
+
+bool MatchesNode(const PodRequest& pod, const NodeInfo& node) {
+  for (const auto& [k, v] : pod.node_selector) {
+    auto it = node.spec.labels.find(k);
+    if (it == node.spec.labels.end() || it->second != v) return false;
+  }
+  if (pod.required_affinity.empty()) return true;
+  for (const auto& term : pod.required_affinity)
+    if (MatchesTerm(term, node)) return true;
+  return false;
+}
+
+bool Schedulable(const NodeInfo& node) {
+  return node.ready && !node.unschedulable;
+}
+
+}  // namespace tessera::kube

@@ -1,0 +1,432 @@
+// The Kubernetes scheduler: decision logic (SchedulerCore, no I/O) and end-to-end runs through
+// the real HTTP stack against the fake API server, including restarts, leader handover and
+// injected faults.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "kube/scheduler.h"
+#include "kube/scheduler_core.h"
+#include "tests/kube/fake_apiserver.h"
+
+namespace tessera::kube {
+namespace {
+
+Json NodeJson(const std::string& name, int gpus, const std::string& model = "H100-80GB",
+              bool ready = true, Json taints = Json::array(), Json labels = Json::object()) {
+  std::vector<GpuInventoryEntry> inv;
+  for (int g = 0; g < gpus; ++g)
+    inv.push_back({g, "GPU-" + name + "-" + std::to_string(g), model, 81559, false, "", true});
+  Json n = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name},
+        {"labels", labels},
+        {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
+      {"spec", {{"taints", taints}}},
+      {"status",
+       {{"allocatable",
+         {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
+        {"conditions", Json::array({{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})}}}};
+  return n;
+}
+
+Json PodJson(const std::string& ns, const std::string& name, Json limits,
+             Json annotations = Json::object(), const std::string& node = "",
+             Json extra_spec = Json::object()) {
+  Json spec = {
+      {"schedulerName", "tessera"},
+      {"containers",
+       Json::array({{{"name", "main"},
+                     {"resources",
+                      {{"limits", limits}, {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}};
+  if (!node.empty()) spec["nodeName"] = node;
+  for (auto& [k, v] : extra_spec.items()) spec[k] = v;
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", name}, {"namespace", ns}, {"uid", "uid-" + name}, {"annotations", annotations}}},
+      {"spec", spec},
+      {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
+}
+
+std::unique_ptr<SchedulerCore> Core(SchedulerConfig cfg = {}) {
+  cfg.gang_settle_s = 0;
+  auto c = SchedulerCore::Create(cfg);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return std::move(c.value());
+}
+
+std::map<std::string, BindAction> ByPod(const CycleOutput& out) {
+  std::map<std::string, BindAction> m;
+  for (const auto& b : out.binds) m[b.ns + "/" + b.name] = b;
+  return m;
+}
+
+// ---- SchedulerCore ----------------------------------------------------------------------------
+
+TEST(SchedulerCoreTest, BindsWithAssignmentAndHonoursNodeConstraints) {
+  auto core = Core();
+  core->UpsertNode(NodeJson("a", 4));
+  core->UpsertNode(NodeJson("b", 4, "H100-80GB", false));  // NotReady
+  core->UpsertNode(
+      NodeJson("c", 4, "H100-80GB", true,
+               Json::array({{{"key", "team"}, {"value", "x"}, {"effect", "NoSchedule"}}})));
+  core->UpsertPod(PodJson("ml", "whole", {{"nvidia.com/gpu", "2"}}));
+  core->UpsertPod(PodJson("ml", "share", {{"tessera.io/gpu-memory", "20Gi"}}));
+  core->UpsertPod(
+      PodJson("ml", "tolerant", {{"nvidia.com/gpu", "4"}}, Json::object(), "",
+              {{"tolerations", Json::array({{{"key", "team"}, {"operator", "Exists"}}})},
+               {"nodeSelector", Json::object()}}));
+  const auto out = core->Cycle(1);
+  const auto binds = ByPod(out);
+  ASSERT_EQ(binds.size(), 3u);
+  EXPECT_EQ(binds.at("ml/whole").node, "a");
+  EXPECT_EQ(binds.at("ml/share").node, "a");
+  auto a = DecodeAssignment(binds.at("ml/whole").annotations.at(kAnnotationAssignment));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->kind, AssignmentKind::kExclusive);
+  EXPECT_EQ(a->gpus.size(), 2u);
+  ASSERT_EQ(a->uuids.size(), 2u);
+  EXPECT_EQ(a->uuids[0].rfind("GPU-a-", 0), 0u);
+  auto s = DecodeAssignment(binds.at("ml/share").annotations.at(kAnnotationAssignment));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->kind, AssignmentKind::kShare);
+  EXPECT_GT(s->gpu_milli, 0);
+  EXPECT_LT(s->gpu_milli, 1000);
+  // Only node c (tainted, tolerated) has 4 free GPUs left; b is NotReady.
+  EXPECT_EQ(binds.at("ml/tolerant").node, "c");
+  // An intolerant 4-GPU pod waits, with the reason.
+  core->UpsertPod(PodJson("ml", "big", {{"nvidia.com/gpu", "4"}}));
+  const auto out2 = core->Cycle(2);
+  EXPECT_TRUE(out2.binds.empty());
+  ASSERT_FALSE(out2.notices.empty());
+  EXPECT_EQ(out2.notices.back().reason, "Unschedulable");
+  EXPECT_NE(out2.notices.back().message.find("excluded"), std::string::npos)
+      << out2.notices.back().message;
+  // The same reason is not repeated.
+  EXPECT_TRUE(core->Cycle(3).notices.empty());
+}
+
+TEST(SchedulerCoreTest, InvalidRequestsBecomeNotices) {
+  auto core = Core();
+  core->UpsertNode(NodeJson("a", 4));
+  core->UpsertPod(PodJson("ml", "bad", {{"nvidia.com/gpu", "1.5"}}));
+  const auto out = core->Cycle(1);
+  EXPECT_TRUE(out.binds.empty());
+  ASSERT_EQ(out.notices.size(), 1u);
+  EXPECT_EQ(out.notices[0].reason, "InvalidRequest");
+  EXPECT_NE(out.notices[0].message.find("integer"), std::string::npos) << out.notices[0].message;
+}
+
+TEST(SchedulerCoreTest, RebuildsFromAnnotationsWithoutDoubleAssignment) {
+  auto first = Core();
+  first->UpsertNode(NodeJson("a", 4));
+  first->UpsertPod(PodJson("ml", "p1", {{"nvidia.com/gpu", "2"}}));
+  const auto binds = first->Cycle(1).binds;
+  ASSERT_EQ(binds.size(), 1u);
+  const std::string ann = binds[0].annotations.at(kAnnotationAssignment);
+  // A new scheduler sees the bound pod (with its annotation) and a new pending pod.
+  auto second = Core();
+  second->UpsertNode(NodeJson("a", 4));
+  second->UpsertPod(
+      PodJson("ml", "p1", {{"nvidia.com/gpu", "2"}}, {{kAnnotationAssignment, ann}}, "a"));
+  second->UpsertPod(PodJson("ml", "p2", {{"nvidia.com/gpu", "2"}}));
+  second->UpsertPod(PodJson("ml", "p3", {{"nvidia.com/gpu", "1"}}));
+  const auto out = second->Cycle(2);
+  const auto b = ByPod(out);
+  ASSERT_EQ(b.count("ml/p2"), 1u);
+  EXPECT_EQ(b.count("ml/p3"), 0u);  // 4 GPUs: p1 holds 2, p2 takes 2
+  auto a1 = DecodeAssignment(ann);
+  auto a2 = DecodeAssignment(b.at("ml/p2").annotations.at(kAnnotationAssignment));
+  std::set<int> used(a1->gpus.begin(), a1->gpus.end());
+  for (int g : a2->gpus) EXPECT_TRUE(used.insert(g).second) << "GPU " << g << " assigned twice";
+  EXPECT_EQ(second->stats().adopted, 1);
+  // A bound pod claiming GPUs already taken is reported, not double-counted.
+  second->UpsertPod(
+      PodJson("ml", "intruder", {{"nvidia.com/gpu", "2"}}, {{kAnnotationAssignment, ann}}, "a"));
+  const auto out2 = second->Cycle(3);
+  bool reported = false;
+  for (const auto& n : out2.notices) reported |= n.reason == "AdoptFailed" && n.name == "intruder";
+  EXPECT_TRUE(reported);
+  EXPECT_TRUE(second->cluster().CheckInvariants().ok());
+}
+
+TEST(SchedulerCoreTest, GangsFormAndALostNodeRequeuesThemWhole) {
+  auto core = Core();
+  core->UpsertNode(NodeJson("a", 4));
+  core->UpsertNode(NodeJson("b", 4));
+  for (int i = 0; i < 3; ++i)
+    core->UpsertPod(PodJson("ml", "g-" + std::to_string(i), {{"nvidia.com/gpu", "2"}},
+                            {{kAnnotationGang, "train"}, {kAnnotationMinMember, "4"}}));
+  EXPECT_TRUE(core->Cycle(1).binds.empty());  // 3 of 4 members
+  EXPECT_EQ(core->WhyPending("ml/g-0"), "waiting for its gang to form");
+  core->UpsertPod(PodJson("ml", "g-3", {{"nvidia.com/gpu", "2"}},
+                          {{kAnnotationGang, "train"}, {kAnnotationMinMember, "4"}}));
+  const auto out = core->Cycle(2);
+  ASSERT_EQ(out.binds.size(), 4u);
+  std::set<std::string> nodes;
+  for (const auto& b : out.binds) nodes.insert(b.node);
+  EXPECT_EQ(nodes.size(), 2u);
+  // Confirm the binds, then lose node b: the whole gang goes (pods on a are evicted).
+  for (const auto& b : out.binds)
+    core->UpsertPod(PodJson("ml", b.name, {{"nvidia.com/gpu", "2"}},
+                            {{kAnnotationGang, "train"},
+                             {kAnnotationMinMember, "4"},
+                             {kAnnotationAssignment, b.annotations.at(kAnnotationAssignment)}},
+                            b.node));
+  core->DeleteNode(NodeJson("b", 4));
+  const auto out2 = core->Cycle(3);
+  int evicted_on_a = 0;
+  for (const auto& e : out2.evictions) {
+    for (const auto& b : out.binds)
+      if (b.name == e.name && b.node == "a") ++evicted_on_a;
+  }
+  EXPECT_EQ(evicted_on_a, 2);
+  EXPECT_EQ(core->cluster().num_allocations(), 0u);
+  EXPECT_EQ(core->stats().requeued_by_node, 1);
+}
+
+TEST(SchedulerConfigTest, ParsesAndRejectsWithPaths) {
+  auto ok = ParseSchedulerConfig(R"(
+schedulerName: tessera
+leaderElection: {enabled: true, namespace: tessera-system}
+metricsAddress: "0.0.0.0:10259"
+admission: {usageHalfLifeSeconds: 600, gpuEquivalents: {T4: 0.1}}
+queues:
+  - name: a
+    cohort: org
+    flavors: [{name: h100, models: [H100-80GB], nominal: {gpu: 8, cpu: 64, memoryGiB: 512}}]
+)");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_TRUE(ok->leader_elect);
+  EXPECT_EQ(ok->leader.ns, "tessera-system");
+  EXPECT_EQ(ok->core.queues.at(0).flavors.at(0).nominal.gpu, 8000);
+  const std::pair<const char*, const char*> bad[] = {
+      {"policy: nope", "unknown policy 'nope'"},
+      {"queues: [{name: a, flavors: [{name: f, nominal: {gpus: 1}}]}]",
+       "queues[0].flavors[0].nominal.gpus: unknown key"},
+      {"queues: [{name: a, flavors: [{name: f, models: [X1], nominal: {gpu: 1}}]}]",
+       "unknown GPU model 'X1'"},
+      {"binding: {threads: 0}", "binding.threads must be 1..256"},
+      {"admission: {gpuEquivalents: {T4: -1}}", "weight of T4 must be in (0, 1000]"},
+      {"leaderElection: {enabled: true, retryPeriodSeconds: 20}", "retry period < renew deadline"},
+      {"schedulerName: [", "line 1"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto r = ParseSchedulerConfig(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(SchedulerCoreTest, MetricsExposition) {
+  auto core = Core();
+  core->UpsertNode(NodeJson("a", 2));
+  core->UpsertPod(PodJson("ml", "half", {{"tessera.io/gpu-memory", "40Gi"}}));
+  core->UpsertPod(PodJson("ml", "big", {{"nvidia.com/gpu", "4"}}));
+  (void)core->Cycle(1);
+  const std::string m = core->Metrics(11);
+  EXPECT_NE(m.find("tessera_pending_pods{queue=\"default\"} 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("tessera_pending_oldest_seconds{queue=\"default\"} 10"), std::string::npos) << m;
+  EXPECT_NE(m.find("tessera_gpu_allocated_ratio 0.25"), std::string::npos) << m;
+  EXPECT_NE(m.find("tessera_gpu_fragmentation_ratio 0.33"), std::string::npos) << m;
+}
+
+// ---- end to end through HTTP
+// ---------------------------------------------------------------------
+
+struct E2E {
+  testing::FakeApiServer server;
+  std::unique_ptr<Client> client;
+  E2E() {
+    EXPECT_TRUE(server.Start().ok());
+    auto c = Client::Create(server.client_config());
+    EXPECT_TRUE(c.ok());
+    client = std::move(c.value());
+  }
+};
+
+SchedulerRuntimeConfig ThreeQueues() {
+  auto cfg = ParseSchedulerConfig(R"(
+schedulerName: tessera
+policy: bestfit
+cycleIntervalSeconds: 0.01
+gangSettleSeconds: 0.2
+binding: {threads: 8}
+queues:
+  - name: team-a
+    cohort: org
+    flavors: [{name: gpu, nominal: {gpu: 600}}]
+  - name: team-b
+    cohort: org
+    flavors: [{name: gpu, nominal: {gpu: 600}}]
+  - name: team-c
+    cohort: org
+    weight: 2
+    flavors: [{name: gpu, nominal: {gpu: 350}, borrowingLimit: {gpu: 50}}]
+)");
+  EXPECT_TRUE(cfg.ok()) << cfg.status().message();
+  return cfg.ok() ? *cfg : SchedulerRuntimeConfig{};
+}
+
+// Creates 100 nodes x 16 GPUs and 1,000 pods: whole GPUs (1, 2, 4), memory shares, 8-pod gangs,
+// in three queues.
+void Populate(testing::FakeApiServer& s, int pods = 1000, int first = 0) {
+  if (first == 0) {
+    for (int n = 0; n < 100; ++n)
+      ASSERT_TRUE(s.Create("/api/v1/nodes", NodeJson("node-" + std::to_string(n), 16)).ok());
+  }
+  const char* queues[] = {"team-a", "team-b", "team-c"};
+  int made = first, gang = first;
+  pods += first;
+  while (made < pods) {
+    const int kind = made % 10;
+    const std::string q = queues[made % 3];
+    if (kind == 9 && made + 8 <= pods) {
+      const std::string g = "gang-" + std::to_string(gang++);
+      for (int i = 0; i < 8; ++i, ++made)
+        ASSERT_TRUE(s.Create("/api/v1/namespaces/ml/pods",
+                             PodJson("ml", g + "-" + std::to_string(i), {{"nvidia.com/gpu", "1"}},
+                                     {{kAnnotationQueue, q},
+                                      {kAnnotationGang, g},
+                                      {kAnnotationMinMember, "8"}}))
+                        .ok());
+      continue;
+    }
+    Json limits = kind < 3 ? Json{{"nvidia.com/gpu", "1"}}
+                  : kind < 5
+                      ? Json{{"nvidia.com/gpu", kind == 3 ? "2" : "4"}}
+                      : Json{{"tessera.io/gpu-memory", std::to_string(8 + 4 * (kind - 5)) + "Gi"}};
+    ASSERT_TRUE(s.Create("/api/v1/namespaces/ml/pods", PodJson("ml", "p-" + std::to_string(made),
+                                                               limits, {{kAnnotationQueue, q}}))
+                    .ok());
+    ++made;
+  }
+}
+
+// Every pod bound exactly once, GPU assignments consistent with each node's inventory.
+void CheckBindings(testing::FakeApiServer& s, size_t expect_bound) {
+  size_t bound = 0;
+  std::map<std::string, std::map<int, int>> milli;  // node -> gpu -> milli used
+  for (const auto& p : s.List("/api/v1/namespaces/ml/pods")) {
+    const std::string node = p["spec"].value("nodeName", "");
+    if (node.empty()) continue;
+    ++bound;
+    EXPECT_EQ(s.BindingsOf("ml", p["metadata"]["name"]), 1) << p["metadata"]["name"];
+    const auto& ann = p["metadata"]["annotations"];
+    ASSERT_TRUE(ann.contains(kAnnotationAssignment)) << p["metadata"]["name"];
+    auto a = DecodeAssignment(ann[kAnnotationAssignment].get<std::string>());
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->node, node);
+    for (size_t i = 0; i < a->gpus.size(); ++i) {
+      EXPECT_GE(a->gpus[i], 0);
+      EXPECT_LT(a->gpus[i], 16);
+      ASSERT_EQ(a->uuids.size(), a->gpus.size());
+      EXPECT_EQ(a->uuids[i], "GPU-" + node + "-" + std::to_string(a->gpus[i]));
+      milli[node][a->gpus[i]] += a->kind == AssignmentKind::kShare ? a->gpu_milli : 1000;
+    }
+  }
+  for (const auto& [node, gpus] : milli)
+    for (const auto& [g, m] : gpus) EXPECT_LE(m, 1000) << node << " GPU " << g << " over-assigned";
+  EXPECT_EQ(bound, expect_bound);
+}
+
+void WaitBound(testing::FakeApiServer& s, size_t want, double timeout_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Report {
+    std::chrono::steady_clock::time_point t0;
+    size_t want;
+    ~Report() {
+      if (getenv("TESSERA_TEST_VERBOSE"))
+        fprintf(stderr, "WaitBound(%zu): %.2f s\n", want,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } report{t0, want};
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < until) {
+    size_t bound = 0;
+    for (const auto& p : s.List("/api/v1/namespaces/ml/pods"))
+      bound += !p["spec"].value("nodeName", "").empty();
+    if (bound >= want) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+TEST(SchedulerE2ETest, ThousandPodsOntoHundredNodes) {
+  E2E e;
+  Populate(e.server);
+  Scheduler sched(*e.client, ThreeQueues());
+  std::atomic<bool> stop{false};
+  std::thread t([&] { EXPECT_TRUE(sched.Run(stop).ok()); });
+  WaitBound(e.server, 1000, 60);
+  stop = true;
+  t.join();
+  CheckBindings(e.server, 1000);
+  // Queues: team-c may use at most 350 + 50 GPU-equivalents.
+  double c_gpus = 0;
+  for (const auto& p : e.server.List("/api/v1/namespaces/ml/pods")) {
+    if (p["metadata"]["annotations"].value(kAnnotationQueue, "") != "team-c") continue;
+    auto a =
+        DecodeAssignment(p["metadata"]["annotations"][kAnnotationAssignment].get<std::string>());
+    if (a.ok())
+      c_gpus += a->kind == AssignmentKind::kShare ? a->gpu_milli / 1000.0 : a->gpus.size();
+  }
+  EXPECT_LE(c_gpus, 400.0 + 1e-9);
+  EXPECT_GT(c_gpus, 0);
+  const auto st = sched.stats();
+  EXPECT_EQ(st.binds_failed, 0);
+}
+
+TEST(SchedulerE2ETest, RestartAndHandoverUnderFaults) {
+  E2E e;
+  Populate(e.server, 200);
+  e.server.SetFailureRate(0.05);
+  e.server.SetDropWatchesAfterEvents(150);
+  auto cfg = ThreeQueues();
+  cfg.leader_elect = true;
+  cfg.leader.ns = "kube-system";
+  cfg.leader.lease_duration_s = 1.5;
+  cfg.leader.renew_deadline_s = 1.0;
+  cfg.leader.retry_period_s = 0.2;
+  // Replica A schedules part of the work, then stops (its lease is released).
+  cfg.leader.identity = "replica-a";
+  {
+    Scheduler a(*e.client, cfg);
+    std::atomic<bool> stop{false};
+    std::thread t([&] { (void)a.Run(stop); });
+    WaitBound(e.server, 200, 60);
+    stop = true;
+    t.join();
+  }
+  // Replicas B and C race for the lease; only the holder binds; the first one is stopped
+  // mid-run and the other takes over.
+  auto cb = cfg;
+  cb.leader.identity = "replica-b";
+  auto cc = cfg;
+  cc.leader.identity = "replica-c";
+  Scheduler b(*e.client, cb), c(*e.client, cc);
+  std::atomic<bool> stop_b{false}, stop_c{false};
+  std::thread tb([&] { (void)b.Run(stop_b); });
+  std::thread tc([&] { (void)c.Run(stop_c); });
+  Populate(e.server, 200, 200);
+  WaitBound(e.server, 400, 60);
+  const bool b_leads = b.stats().leading;
+  EXPECT_NE(b_leads, c.stats().leading);  // exactly one leader
+  (b_leads ? stop_b : stop_c) = true;
+  (b_leads ? tb : tc).join();
+  Populate(e.server, 200, 400);
+  WaitBound(e.server, 600, 60);
+  e.server.ClearFaults();
+  (b_leads ? stop_c : stop_b) = true;
+  (b_leads ? tc : tb).join();
+  CheckBindings(e.server, 600);
+}
+
+}  // namespace
+}  // namespace tessera::kube
