@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -203,8 +204,27 @@ Result<SchedulerRuntimeConfig> LoadSchedulerConfig(const std::string& path) {
   return c;
 }
 
-// ---- runtime
-// -------------------------------------------------------------------------------------
+// ---- runtime ----------------------------------------------------------------------------------
+
+Result<QueueSpec> QueueFromObject(const Json& obj) {
+  const std::string name =
+      obj.contains("metadata") ? obj["metadata"].value("name", std::string()) : std::string();
+  if (name.empty() || !obj.contains("spec") || !obj["spec"].is_object())
+    return InvalidArgument("Queue object without metadata.name or spec");
+  const Json& spec = obj["spec"];
+  Json q = {{"name", name}};
+  for (const char* k : {"cohort", "weight", "flavors"})
+    if (spec.contains(k)) q[k] = spec[k];
+  if (spec.contains("preemption") && spec["preemption"].is_object()) {
+    const Json& p = spec["preemption"];
+    q["preemptWithinQueue"] = p.value("withinQueue", std::string("LowerPriority")) != "Never";
+    q["reclaim"] = p.value("reclaimWithinCohort", std::string("Any")) != "Never";
+  }
+  // JSON is YAML: reuse the configuration parser and its validation.
+  auto c = ParseSchedulerConfig("queues: [" + q.dump() + "]");
+  if (!c.ok()) return InvalidArgument("Queue " + name + ": " + c.status().message());
+  return c->core.queues.at(0);
+}
 
 struct Scheduler::Impl {
   Client& client;
@@ -425,7 +445,23 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
     std::lock_guard<std::mutex> l(im.smu);
     im.st.leading = true;
   }
-  auto core = SchedulerCore::Create(im.config.core);
+  SchedulerConfig core_config = im.config.core;
+  if (im.config.queue_objects) {
+    auto objs = im.client.List("/apis/tessera.io/v1alpha1/queues");
+    if (objs.ok()) {
+      std::set<std::string> names;
+      for (const auto& q : core_config.queues) names.insert(q.name);
+      for (const auto& o : (*objs)["items"]) {
+        auto q = QueueFromObject(o);
+        if (!q.ok()) {
+          std::fprintf(stderr, "tessera scheduler: ignoring %s\n", q.status().message().c_str());
+          continue;
+        }
+        if (names.insert(q->name).second) core_config.queues.push_back(*q);
+      }
+    }
+  }
+  auto core = SchedulerCore::Create(core_config);
   if (!core.ok()) return finish(core.status());
   {
     std::lock_guard<std::mutex> l(im.mu);

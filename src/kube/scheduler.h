@@ -31,6 +31,10 @@ struct SchedulerRuntimeConfig {
   bool pod_conditions = true;      // patch PodScheduled=False with the reason
   bool pod_events = true;          // Warning Events for unschedulable / invalid pods
   std::string metrics_addr;        // "host:port" for /healthz and /metrics; empty = off
+  // Also read tessera.io Queue objects when scheduling starts (queues of the configuration
+  // file win on equal names). Later changes to Queue objects take effect on the next start or
+  // leadership change.
+  bool queue_objects = true;
   Status Validate() const;
 };
 
@@ -40,6 +44,10 @@ struct SchedulerRuntimeConfig {
 // InvalidArgument with the key path of the first bad field.
 Result<SchedulerRuntimeConfig> LoadSchedulerConfig(const std::string& path);
 Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& yaml_text);
+
+// A tessera.io/v1alpha1 Queue object (deploy/crds/queue.yaml) as a QueueSpec, validated like
+// the configuration file's queues. InvalidArgument naming the object and field otherwise.
+Result<QueueSpec> QueueFromObject(const Json& obj);
 
 struct RuntimeStats {
   CoreStats core;

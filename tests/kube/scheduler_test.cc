@@ -383,6 +383,52 @@ TEST(SchedulerE2ETest, ThousandPodsOntoHundredNodes) {
   EXPECT_EQ(st.binds_failed, 0);
 }
 
+TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
+  E2E e;
+  ASSERT_TRUE(e.server.Create("/api/v1/nodes", NodeJson("node-0", 8)).ok());
+  ASSERT_TRUE(
+      e.server
+          .Create("/apis/tessera.io/v1alpha1/queues",
+                  {{"apiVersion", "tessera.io/v1alpha1"},
+                   {"kind", "Queue"},
+                   {"metadata", {{"name", "team-x"}}},
+                   {"spec",
+                    {{"weight", 1},
+                     {"flavors", Json::array({{{"name", "gpu"}, {"nominal", {{"gpu", 2}}}}})},
+                     {"preemption", {{"withinQueue", "Never"}}}}}})
+          .ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(e.server
+                    .Create("/api/v1/namespaces/ml/pods",
+                            PodJson("ml", "x-" + std::to_string(i), {{"nvidia.com/gpu", "1"}},
+                                    {{kAnnotationQueue, "team-x"}}))
+                    .ok());
+  SchedulerRuntimeConfig cfg;
+  cfg.cycle_interval_s = 0.01;
+  Scheduler sched(*e.client, cfg);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { EXPECT_TRUE(sched.Run(stop).ok()); });
+  WaitBound(e.server, 2, 30);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  t.join();
+  size_t bound = 0;
+  std::string waiting;
+  for (const auto& p : e.server.List("/api/v1/namespaces/ml/pods")) {
+    if (!p["spec"].value("nodeName", "").empty()) {
+      ++bound;
+      continue;
+    }
+    for (const auto& c : p["status"].value("conditions", Json::array()))
+      if (c.value("type", "") == "PodScheduled") waiting = c.value("message", "");
+  }
+  EXPECT_EQ(bound, 2u);  // the Queue object's quota of 2 GPUs
+  EXPECT_NE(waiting.find("quota of gpu in team-x exhausted"), std::string::npos) << waiting;
+  // Invalid Queue objects are reported, not used.
+  auto bad = QueueFromObject({{"metadata", {{"name", "q"}}}, {"spec", {{"weight", 0}}}});
+  EXPECT_FALSE(bad.ok());
+}
+
 TEST(SchedulerE2ETest, RestartAndHandoverUnderFaults) {
   E2E e;
   Populate(e.server, 200);
