@@ -312,7 +312,8 @@ void AddExt(X509* cert, X509* issuer, int nid, const char* value) {
 }
 
 // A certificate for `key` named `cn`, signed by issuer (self-signed CA when issuer is null).
-CertPtr NewCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key) {
+CertPtr NewCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key,
+                const char* san = "IP:127.0.0.1,DNS:localhost") {
   static long serial = 1;
   CertPtr x(X509_new());
   X509_set_version(x.get(), 2);
@@ -329,7 +330,7 @@ CertPtr NewCert(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_ke
     AddExt(x.get(), signer, NID_key_usage, "critical,keyCertSign,cRLSign");
   } else {
     AddExt(x.get(), signer, NID_basic_constraints, "CA:FALSE");
-    AddExt(x.get(), signer, NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost");
+    AddExt(x.get(), signer, NID_subject_alt_name, san);
     AddExt(x.get(), signer, NID_ext_key_usage, "serverAuth,clientAuth");
   }
   X509_sign(x.get(), issuer_key ? issuer_key : key, EVP_sha256());
@@ -362,19 +363,21 @@ struct Pki {
   CertPtr other_ca = NewCert(other_ca_key.get(), "other-ca", nullptr, nullptr);
   CertPtr server = NewCert(server_key.get(), "apiserver", ca.get(), ca_key.get());
   CertPtr client = NewCert(client_key.get(), "tessera-client", ca.get(), ca_key.get());
+  CertPtr elsewhere =
+      NewCert(server_key.get(), "127.0.0.1", ca.get(), ca_key.get(), "DNS:other.example");
 };
 
 // An HTTPS server answering GET /whoami with the client certificate's CN and the bearer token.
 class TlsServer {
  public:
-  TlsServer(const Pki& pki, bool require_client_cert) {
+  TlsServer(const Pki& pki, bool require_client_cert, X509* cert = nullptr) {
     X509_STORE* client_cas = nullptr;
     if (require_client_cert) {
       client_cas = X509_STORE_new();
       X509_STORE_add_cert(client_cas, pki.ca.get());
     }
-    server_ =
-        std::make_unique<httplib::SSLServer>(pki.server.get(), pki.server_key.get(), client_cas);
+    server_ = std::make_unique<httplib::SSLServer>(cert ? cert : pki.server.get(),
+                                                   pki.server_key.get(), client_cas);
     server_->Get("/whoami", [](const httplib::Request& req, httplib::Response& res) {
       std::string cn;
       if (req.ssl != nullptr) {
@@ -430,6 +433,14 @@ TEST(TlsTest, VerifiesTheServerAgainstTheConfiguredCa) {
   cfg.insecure_skip_verify = true;
   auto insecure = NewClient(cfg);
   EXPECT_TRUE(insecure->Get("/whoami").ok());
+
+  // Signed by the right CA but for another host name.
+  TlsServer elsewhere(pki, false, pki.elsewhere.get());
+  cfg.server = elsewhere.url();
+  cfg.insecure_skip_verify = false;
+  cfg.ca_pem = Pem(pki.ca.get());
+  auto mismatch = NewClient(cfg);
+  EXPECT_EQ(mismatch->Get("/whoami").status().code(), StatusCode::kUnavailable);
 
   cfg.insecure_skip_verify = false;
   cfg.ca_pem = "not a certificate";
