@@ -501,7 +501,7 @@ struct Admission::Impl {
     };
     std::vector<Cand> cands;
     for (auto& [id, v] : jobs) {
-      if (v.st != JobState::kRunning || id == j.spec.id) continue;
+      if (v.st != JobState::kRunning || id == j.spec.id || !v.spec.preemptible) continue;
       if (now - v.start < self->config_.min_runtime_s) continue;
       bool ok = false, reclaim = false;
       if (v.queue == j.queue && qspec.preempt_within_queue && v.spec.priority < j.spec.priority)

@@ -110,6 +110,7 @@ struct JobSpec {
   // Nodes the job may use (one byte per node index, non-zero = allowed), e.g. from taints,
   // selectors and node readiness; null = every node. Shared, read-only.
   std::shared_ptr<const std::vector<uint8_t>> allowed_nodes;
+  bool preemptible = true;  // false: never chosen as a preemption victim
 };
 
 // Pod ids of a job: job.id * kPodsPerJob + index.

@@ -324,6 +324,11 @@ struct Scheduler::Impl {
         Status s = client.Evict(e.ns, e.name);
         if (s.ok() && config.pod_events)
           (void)client.PodEvent(e.ns, e.name, e.uid, "Warning", "Preempted", e.reason);
+        if (!s.ok() && HttpStatusOf(s) != 404) {
+          std::lock_guard<std::mutex> lc(mu);
+          core->EvictionFailed(e, s);
+          dirty = true;
+        }
         std::lock_guard<std::mutex> l(smu);
         ++st.evictions;
       });

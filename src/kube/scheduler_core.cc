@@ -200,7 +200,7 @@ void SchedulerCore::DeleteNode(const Json& node) {
   NodeGone(it->second, "node " + name + " disappeared; its jobs are requeued whole");
 }
 
-Status SchedulerCore::AdoptBound(PodEntry& p) {
+Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
   auto it = node_index_.find(p.req.node_name);
   if (it == node_index_.end()) return NotFound("node " + p.req.node_name + " is not known yet");
   const NodeIdx n = it->second;
@@ -243,6 +243,7 @@ Status SchedulerCore::AdoptBound(PodEntry& p) {
   spec.priority = p.req.priority;
   spec.pod = d;
   spec.pods = 1;
+  spec.preemptible = preemptible;
   Status st = admission_->Adopt(state_, spec, {pl}, last_now_);
   if (!st.ok()) return st;
   auto job = std::make_shared<JobEntry>();
@@ -608,6 +609,34 @@ CycleOutput SchedulerCore::Cycle(double now) {
     for (const auto& key : j->pods) Notice(key, "Unschedulable", why, out);
   }
   return out;
+}
+
+void SchedulerCore::EvictionFailed(const EvictAction& e, const Status& why) {
+  const std::string key = e.ns + "/" + e.name;
+  auto pt = pods_.find(key);
+  if (pt == pods_.end()) return;  // already gone
+  PodEntry& p = *pt->second;
+  auto nt = node_index_.find(p.req.node_name);
+  if (nt == node_index_.end()) return;
+  const NodeIdx n = nt->second;
+  terminating_[n].erase(key);
+  // Preemptors waiting on this node give their allocation back and queue again.
+  std::set<WorkloadId> requeue;
+  for (const auto& b : held_)
+    if (b.node == p.req.node_name) requeue.insert(b.job);
+  held_.erase(std::remove_if(held_.begin(), held_.end(),
+                             [&](const BindAction& b) { return requeue.count(b.job) != 0; }),
+              held_.end());
+  for (WorkloadId job : requeue)
+    if (admission_->state(job) == JobState::kRunning)
+      (void)admission_->Requeue(state_, job,
+                                "victim " + key + " could not be evicted: " + why.message());
+  Status st = AdoptBound(p, /*preemptible=*/false);
+  if (!st.ok()) unadopted_.insert(key);
+  deferred_notices_.push_back(
+      {p.req.ns, p.req.name, p.req.uid, "EvictionBlocked",
+       "eviction refused (" + why.message() +
+           "); the pod keeps running and is no longer a preemption victim"});
 }
 
 void SchedulerCore::BindFailed(const BindAction& b, const Status& why) {

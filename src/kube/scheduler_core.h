@@ -86,6 +86,10 @@ class SchedulerCore {
   // The API server refused a bind (already bound elsewhere, pod deleted, conflict...): the
   // pod's job is requeued whole; pods of it already bound are left to the informer.
   void BindFailed(const BindAction& b, const Status& why);
+  // The API server refused an eviction (429: a PodDisruptionBudget blocks it, or another
+  // error): the victim keeps running, so it is accounted again at its node, never chosen as a
+  // victim again, and every preemptor whose bind waits on its node is requeued.
+  void EvictionFailed(const EvictAction& e, const Status& why);
 
   const ClusterState& cluster() const { return state_; }
   const Admission& admission() const { return *admission_; }
@@ -109,7 +113,7 @@ class SchedulerCore {
   void SubmitPending(double now);
   void ForgetPod(const std::string& key);
   void NodeGone(NodeIdx n, const std::string& why);
-  Status AdoptBound(PodEntry& pod);
+  Status AdoptBound(PodEntry& pod, bool preemptible = true);
   std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
                      CycleOutput& out);
 

@@ -192,6 +192,38 @@ TEST(SchedulerCoreTest, GangsFormAndALostNodeRequeuesThemWhole) {
   EXPECT_EQ(core->stats().requeued_by_node, 1);
 }
 
+TEST(SchedulerCoreTest, PreemptionWaitsForVictimsAndHonoursBlockedEvictions) {
+  auto core = Core();
+  core->UpsertNode(NodeJson("a", 2));
+  Json prio = {{"priority", 10}};
+  core->UpsertPod(PodJson("ml", "low", {{"nvidia.com/gpu", "2"}}));
+  const auto first = core->Cycle(1);
+  ASSERT_EQ(first.binds.size(), 1u);
+  core->UpsertPod(PodJson(
+      "ml", "low", {{"nvidia.com/gpu", "2"}},
+      {{kAnnotationAssignment, first.binds[0].annotations.at(kAnnotationAssignment)}}, "a"));
+  core->UpsertPod(PodJson("ml", "high", {{"nvidia.com/gpu", "2"}}, Json::object(), "", prio));
+  const auto out = core->Cycle(2);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  EXPECT_EQ(out.evictions[0].name, "low");
+  EXPECT_TRUE(out.binds.empty());  // held until the victim is gone
+  // A PodDisruptionBudget blocks the eviction: the victim stays, the preemptor waits again and
+  // is not allowed to evict it once more.
+  core->EvictionFailed(out.evictions[0], Status(StatusCode::kResourceExhausted, "429 blocked"));
+  for (double t = 3; t < 6; ++t) {
+    const auto o = core->Cycle(t);
+    EXPECT_TRUE(o.evictions.empty());
+    EXPECT_TRUE(o.binds.empty());
+  }
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+  EXPECT_EQ(core->cluster().free(0).gpu_total, 0);  // the victim's GPUs are accounted again
+  // Once the victim really leaves, the preemptor binds.
+  core->DeletePod(PodJson("ml", "low", Json::object()));
+  const auto later = core->Cycle(7);
+  ASSERT_EQ(later.binds.size(), 1u);
+  EXPECT_EQ(later.binds[0].name, "high");
+}
+
 TEST(SchedulerConfigTest, ParsesAndRejectsWithPaths) {
   auto ok = ParseSchedulerConfig(R"(
 schedulerName: tessera
