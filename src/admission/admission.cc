@@ -18,6 +18,8 @@ std::string Resources::ToString() const {
 Status AdmissionConfig::Validate() const {
   if (!(usage_half_life_s >= 0)) return InvalidArgument("usage_half_life_s must be >= 0");
   if (!(min_runtime_s >= 0)) return InvalidArgument("min_runtime_s must be >= 0");
+  if (max_preemption_attempts_per_cycle < 0 || max_victims_per_attempt < 1)
+    return InvalidArgument("preemption bounds must be >= 0 attempts and >= 1 victim");
   for (const auto& [model, w] : gpu_equivalents) {
     if (!GpuCatalog::Builtin().Find(model))
       return InvalidArgument("gpu_equivalents: unknown GPU model '" + model + "'");
@@ -83,6 +85,7 @@ struct Admission::Impl {
   Admission* self;
   std::unordered_map<WorkloadId, Job> jobs;
   std::vector<QueueState> qs;
+  std::vector<std::set<WorkloadId>> running;  // per queue: running jobs (preemption candidates)
   std::unordered_map<std::string, int> queue_index;
   std::vector<std::vector<int>> cohort_members;  // per queue: queues of its cohort (incl. itself)
   std::vector<double> gpu_eq;                    // per catalog model
@@ -351,6 +354,7 @@ struct Admission::Impl {
   }
 
   void Release(ClusterState& state, Job& j) {
+    running[j.queue].erase(j.spec.id);
     for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
     j.pods.clear();
     j.placements.clear();
@@ -413,6 +417,7 @@ struct Admission::Impl {
     j.flavor = f;
     j.charged = charge;
     j.st = JobState::kRunning;
+    running[j.queue].insert(j.spec.id);
     j.start = now;
     j.why.clear();
     j.timed_out = false;
@@ -500,21 +505,34 @@ struct Admission::Impl {
       bool reclaim;
     };
     std::vector<Cand> cands;
-    for (auto& [id, v] : jobs) {
-      if (v.st != JobState::kRunning || id == j.spec.id || !v.spec.preemptible) continue;
-      if (now - v.start < self->config_.min_runtime_s) continue;
-      bool ok = false, reclaim = false;
-      if (v.queue == j.queue && qspec.preempt_within_queue && v.spec.priority < j.spec.priority)
-        ok = true;
-      if (!ok && qspec.reclaim && within_nominal && v.queue != j.queue && !qspec.cohort.empty() &&
-          Q(v.queue).cohort == qspec.cohort) {
-        const int vf = FlavorOf(v.queue, qspec.flavors[f].name);
-        if (vf >= 0 && vf == v.flavor && Borrowing(v.queue, vf)) ok = reclaim = true;
+    // Only two kinds of victims exist: lower-priority jobs of the same queue, and jobs of
+    // borrowing queues of the cohort (reclaim). Look only there.
+    std::vector<int> where;
+    if (qspec.preempt_within_queue) where.push_back(j.queue);
+    if (qspec.reclaim && within_nominal && !qspec.cohort.empty()) {
+      for (int o : cohort_members[j.queue]) {
+        if (o == j.queue) continue;
+        const int vf = FlavorOf(o, qspec.flavors[f].name);
+        if (vf >= 0 && Borrowing(o, vf)) where.push_back(o);
       }
-      if (!ok) continue;
-      const double gpus = static_cast<double>(v.spec.pod.TotalMilliGpu()) / 1000.0 *
-                          static_cast<double>(v.pods.size());
-      cands.push_back({id, gpus * (now - v.start), v.spec.priority, v.start, reclaim});
+    }
+    for (int q : where) {
+      for (WorkloadId id : running[q]) {
+        const Job& v = jobs.at(id);
+        if (id == j.spec.id || !v.spec.preemptible) continue;
+        if (now - v.start < self->config_.min_runtime_s) continue;
+        bool ok = false, reclaim = false;
+        if (v.queue == j.queue && qspec.preempt_within_queue && v.spec.priority < j.spec.priority)
+          ok = true;
+        if (!ok && v.queue != j.queue) {
+          const int vf = FlavorOf(v.queue, qspec.flavors[f].name);
+          if (vf >= 0 && vf == v.flavor) ok = reclaim = true;
+        }
+        if (!ok) continue;
+        const double gpus = static_cast<double>(v.spec.pod.TotalMilliGpu()) / 1000.0 *
+                            static_cast<double>(v.pods.size());
+        cands.push_back({id, gpus * (now - v.start), v.spec.priority, v.start, reclaim});
+      }
     }
     if (cands.empty()) return false;
     std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
@@ -523,6 +541,8 @@ struct Admission::Impl {
       if (a.start != b.start) return a.start > b.start;
       return a.id < b.id;
     });
+    if (static_cast<int>(cands.size()) > self->config_.max_victims_per_attempt)
+      cands.resize(static_cast<size_t>(self->config_.max_victims_per_attempt));
     // Greedy: evict until j fits, then put back the victims it does not need (reverse order).
     struct Saved {
       WorkloadId id;
@@ -551,6 +571,7 @@ struct Admission::Impl {
       v.charged = s.charged;
       qs[v.queue].usage[s.flavor] += s.charged;
       ++qs[v.queue].running;
+      running[v.queue].insert(s.id);
     };
     auto fits = [&]() {
       bool pf = false;
@@ -559,6 +580,7 @@ struct Admission::Impl {
       if (!TryAdmit(state, probe, f, now, &pf)) return false;
       for (auto it = probe.pods.rbegin(); it != probe.pods.rend(); ++it) (void)state.Release(*it);
       qs[j.queue] = saved;
+      running[j.queue].erase(j.spec.id);
       return true;
     };
     size_t k = 0;
@@ -652,6 +674,7 @@ Result<std::unique_ptr<Admission>> Admission::Create(std::vector<QueueSpec> queu
   im.gpu_eq.assign(cat.size(), 1.0);
   for (const auto& [model, w] : a->config_.gpu_equivalents) im.gpu_eq[*cat.Find(model)] = w;
   im.qs.resize(a->queues_.size());
+  im.running.resize(a->queues_.size());
   im.cohort_members.resize(a->queues_.size());
   for (size_t i = 0; i < a->queues_.size(); ++i) {
     im.queue_index[a->queues_[i].name] = static_cast<int>(i);
@@ -696,6 +719,8 @@ Status Admission::Submit(const JobSpec& job) {
   j.why = "not yet considered by a scheduling cycle";
   ++im.qs[j.queue].pending;
   im.jobs.emplace(job.id, std::move(j));
+  // Online placement policies learn the mix from arrivals.
+  for (int i = 0; i < job.pods; ++i) engine_.Observe(job.pod);
   return Status::Ok();
 }
 
@@ -704,7 +729,7 @@ Status Admission::Finish(ClusterState& state, WorkloadId job) {
   if (it == impl_->jobs.end() || it->second.st != JobState::kRunning)
     return NotFound("job " + std::to_string(job) + " is not running");
   impl_->Release(state, it->second);
-  it->second.st = JobState::kFinished;
+  impl_->jobs.erase(it);  // finished jobs are forgotten: state() reports kFinished
   return Status::Ok();
 }
 
@@ -756,6 +781,7 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
   j.flavor = flavor;
   j.charged = charge;
   j.st = JobState::kRunning;
+  im.running[j.queue].insert(job.id);
   j.start = start;
   j.why.clear();
   im.qs[j.queue].usage[flavor] += charge;
@@ -843,6 +869,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
   im.BuildFreeMask(state.num_nodes());
   std::vector<size_t> head(queues_.size(), 0);
   std::vector<bool> blocked(queues_.size(), false);  // strict FIFO: head could not be admitted
+  int preemption_attempts = 0;
   // Quota failures remembered per (queue, flavor): a later job needing at least as much fails too.
   while (true) {
     // Next job: highest priority head, then lowest queue share, then earliest arrival.
@@ -860,8 +887,9 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         continue;
       }
       // Jobs that fit their queue's nominal quota go before jobs that would borrow.
-      const bool na = im.WithinNominal(im.jobs.at(per_queue[q][head[q]]));
-      const bool nb = im.WithinNominal(im.jobs.at(per_queue[best][head[best]]));
+      const bool na = config_.fair_sharing && im.WithinNominal(im.jobs.at(per_queue[q][head[q]]));
+      const bool nb =
+          config_.fair_sharing && im.WithinNominal(im.jobs.at(per_queue[best][head[best]]));
       if (na != nb) {
         if (na) best = static_cast<int>(q);
         continue;
@@ -891,7 +919,9 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         placement_failed |= pf;
       }
     }
-    if (!admitted && config_.preemption) {
+    if (!admitted && config_.preemption &&
+        preemption_attempts < config_.max_preemption_attempts_per_cycle) {
+      ++preemption_attempts;
       for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f)
         admitted = im.Preempt(state, j, static_cast<int>(f), now, out);
     }

@@ -7,9 +7,12 @@
 // nothing; nothing is admitted that cannot run. A gang that cannot be placed may hold a
 // reservation (a set of nodes that backfill does not use), charged to its queue's quota.
 //
-// Order of the pending jobs in a cycle: priority (higher first), then the weighted dominant
-// share of the job's queue computed from usage decayed with `usage_half_life_s` (lower first),
-// then arrival, then job id.
+// Order of the pending jobs in a cycle: priority (higher first), then jobs that fit their
+// queue's nominal quota before jobs that would borrow, then the weighted dominant share of the
+// job's queue (lower first), then arrival, then job id. The share is the larger, over GPU, CPU
+// and memory, of usage / (weight x cluster capacity), where usage is the mean of the current
+// usage and the usage decayed with `usage_half_life_s` (current usage alone when the half-life
+// is 0). With fair_sharing off, only priority, arrival and id order the jobs.
 //
 // Preemption (when a job does not fit): candidates are running jobs of
 //  * the same queue with strictly lower priority (within-queue), and
@@ -87,6 +90,10 @@ struct AdmissionConfig {
   bool fair_sharing = true;  // false: order by priority, then arrival only (FIFO)
   bool strict_fifo = false;  // true: a queue's head blocks the jobs behind it
   double min_runtime_s = 0;  // jobs running less than this are not preemptible
+  // Bounds on preemption work: jobs that may try preemption per cycle, and victims tried per
+  // attempt (cheapest first). Jobs beyond the first bound try again in a later cycle.
+  int max_preemption_attempts_per_cycle = 64;
+  int max_victims_per_attempt = 32;
   std::map<std::string, double> gpu_equivalents;  // GPU model name -> weight of one GPU
   Status Validate() const;
 };

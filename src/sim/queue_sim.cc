@@ -75,7 +75,6 @@ struct RtJob {
   double running_gpus = 0;
   uint32_t generation = 0;
   JobState st = JobState::kPending;
-  bool submitted = false;
 };
 
 class Sim {
@@ -348,7 +347,6 @@ Status Sim::Run() {
       const size_t i = arrival_order_[next_arrival++];
       Status st = adm_->Submit(jobs_[i].spec);
       if (!st.ok()) return InvalidArgument(st.message());
-      rt_[i].submitted = true;
       demand_[rt_[i].queue] += rt_[i].pending_eq;
       fair_stale_ = true;
       const double timeout = jobs_[i].spec.gang_timeout_s;
@@ -471,7 +469,7 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
-nlohmann::json MetricsJson(const QueueMetrics& m) {
+nlohmann::ordered_json MetricsJson(const QueueMetrics& m) {
   return {{"weight", m.weight},
           {"jobs", m.jobs},
           {"admitted", m.admitted},
@@ -495,10 +493,10 @@ nlohmann::json MetricsJson(const QueueMetrics& m) {
           {"gang_wait_p95_s", m.gang_wait_p95_s}};
 }
 
-nlohmann::json ResultJson(const QueueSimResult& r) {
-  nlohmann::json queues = nlohmann::json::object();
+nlohmann::ordered_json ResultJson(const QueueSimResult& r) {
+  nlohmann::ordered_json queues = nlohmann::ordered_json::object();
   for (const QueueMetrics& m : r.queues) queues[m.name] = MetricsJson(m);
-  nlohmann::json overall = MetricsJson(r.overall);
+  nlohmann::ordered_json overall = MetricsJson(r.overall);
   overall.erase("weight");
   overall["gpu_utilization"] = r.gpu_utilization;
   overall["cycles"] = r.cycles;
@@ -507,7 +505,7 @@ nlohmann::json ResultJson(const QueueSimResult& r) {
   overall["end_s"] = r.end_s;
   overall["truncated"] = r.truncated;
   overall["wall_seconds"] = r.wall_seconds;
-  nlohmann::json reasons = nlohmann::json::object();
+  nlohmann::ordered_json reasons = nlohmann::ordered_json::object();
   for (const auto& [why, n] : r.never_reasons) reasons[why] = n;
   overall["never_admitted_reasons"] = reasons;
   return {{"policy", r.policy},
@@ -596,13 +594,13 @@ std::string QueueSimTable(const std::vector<QueueSimResult>& results) {
 
 std::string QueueSimJson(const std::vector<QueueSimResult>& results,
                          const std::string& cluster_source, const std::string& workload_source) {
-  nlohmann::json doc;
+  nlohmann::ordered_json doc;
   if (results.size() == 1) {
     doc = ResultJson(results[0]);
     doc["cluster"] = cluster_source;
     doc["workload"] = workload_source;
   } else {
-    nlohmann::json policies = nlohmann::json::object();
+    nlohmann::ordered_json policies = nlohmann::ordered_json::object();
     for (const QueueSimResult& r : results) policies[r.policy] = ResultJson(r);
     doc = {{"cluster", cluster_source}, {"workload", workload_source}, {"policies", policies}};
   }
