@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "kube/informer.h"
 #include "kube/scheduler.h"
 #include "kube/scheduler_core.h"
 #include "tests/kube/fake_apiserver.h"
@@ -413,6 +414,37 @@ TEST(SchedulerE2ETest, ThousandPodsOntoHundredNodes) {
   EXPECT_GT(c_gpus, 0);
   const auto st = sched.stats();
   EXPECT_EQ(st.binds_failed, 0);
+}
+
+TEST(SchedulerE2ETest, InformerCachesQueueObjects) {
+  E2E e;
+  const std::string path = "/apis/tessera.io/v1alpha1/queues";
+  auto queue = [](const std::string& name, double gpus) {
+    return Json{
+        {"apiVersion", "tessera.io/v1alpha1"},
+        {"kind", "Queue"},
+        {"metadata", {{"name", name}}},
+        {"spec", {{"flavors", Json::array({{{"name", "gpu"}, {"nominal", {{"gpu", gpus}}}}})}}}};
+  };
+  ASSERT_TRUE(e.server.Create(path, queue("team-a", 4)).ok());
+  std::atomic<int> updates{0};
+  InformerHandlers h;
+  h.on_update = [&](const Json&, const Json&) { ++updates; };
+  Informer inf(*e.client, path, {}, h);
+  ASSERT_TRUE(inf.Start().ok());
+  ASSERT_TRUE(e.server.Create(path, queue("team-b", 8)).ok());
+  ASSERT_TRUE(e.server.MergePatch(path + "/team-a", {{"spec", {{"weight", 2}}}}).ok());
+  for (int i = 0; i < 200 && (inf.size() < 2 || updates.load() < 1); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  inf.Stop();
+  ASSERT_EQ(inf.size(), 2u);
+  auto a = inf.Get("team-a");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ((*a)["spec"].value("weight", 0.0), 2.0);
+  auto qa = QueueFromObject(*a);
+  ASSERT_TRUE(qa.ok()) << qa.status().message();
+  EXPECT_EQ(qa->weight, 2.0);
+  EXPECT_EQ(qa->flavors.at(0).nominal.gpu, 4000);
 }
 
 TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
