@@ -88,7 +88,8 @@ class FakeApiServer {
 
   // Binds 127.0.0.1 on an ephemeral port and serves on a background thread.
   Status Start();
-  // Ends all streams and connections; idempotent.
+  // Ends all streams and connections; idempotent. Idle keep-alive connections of clients still
+  // alive are only closed by their 5 s keep-alive timeout, so destroy clients first.
   void Stop();
   int port() const { return port_; }
   std::string url() const;  // "http://127.0.0.1:<port>"
