@@ -12,6 +12,7 @@
 
 #include "cluster/gpu_catalog.h"
 #include "sim/csv.h"
+#include "sim/json_positions.h"
 #include "sim/trace.h"
 
 namespace tessera {
@@ -32,135 +33,24 @@ constexpr int64_t kMaxCpuMilli = 64LL * 1024 * 1000;
 constexpr int64_t kMaxMemMib = 1LL << 40;
 constexpr int64_t kMaxPriority = 1000000000;
 
-std::string Child(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
-}
-
-std::string Index(const std::string& parent, size_t i) {
-  return parent + "[" + std::to_string(i) + "]";
-}
-
-std::string LineCol(std::string_view text, size_t offset) {
-  offset = std::min(offset, text.size());
-  int line = 1;
-  size_t line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(offset - line_start + 1);
-}
-
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-// Offsets of the values and member keys of a JSON text nlohmann has accepted, by JSON path.
-class JsonPositions {
- public:
-  explicit JsonPositions(std::string_view text) : t_(text) {}
-
-  // Indexes the text. Empty, or an error with *at set: nesting too deep or a duplicate key.
-  std::string Build(size_t* at) {
-    size_t depth = 0, deepest = 0;
-    for (size_t i = 0; i < t_.size(); ++i) {
-      const char c = t_[i];
-      if (c == '"') {
-        for (++i; i < t_.size() && t_[i] != '"'; ++i) i += t_[i] == '\\';
-      } else if (c == '{' || c == '[') {
-        if (++depth > deepest) deepest = depth;
-        if (depth > kMaxJsonDepth) {
-          *at = i;
-          return "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels";
-        }
-      } else if (c == '}' || c == ']') {
-        --depth;
-      }
-    }
-    if (t_.substr(0, 3) == "\xEF\xBB\xBF") p_ = 3;
-    Scan("");
-    if (!dup_.empty()) {
-      *at = dup_at_;
-      return dup_ + ": duplicate key";
-    }
-    return "";
-  }
-  size_t Value(const std::string& path) const {
-    auto it = values_.find(path);
-    return it == values_.end() ? std::string::npos : it->second;
-  }
-  size_t Key(const std::string& path) const {
-    auto it = keys_.find(path);
-    return it == keys_.end() ? Value(path) : it->second;
-  }
-
- private:
-  bool End() const { return p_ >= t_.size(); }
-  void Ws() {
-    while (!End() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
-  }
-  void SkipString() {
-    for (++p_; !End() && t_[p_] != '"'; ++p_) p_ += t_[p_] == '\\';
-    p_ = std::min(p_ + 1, t_.size());
-  }
-  void Scan(const std::string& path) {
-    Ws();
-    if (End()) return;
-    values_.emplace(path, p_);
-    const char c = t_[p_];
-    if (c == '{' || c == '[') {
-      ++p_;
-      Ws();
-      if (!End() && (t_[p_] == '}' || t_[p_] == ']')) {
-        ++p_;
-        return;
-      }
-      std::set<std::string> seen;
-      for (size_t i = 0; !End(); ++i) {
-        std::string child;
-        if (c == '{') {
-          Ws();
-          const size_t start = p_;
-          SkipString();
-          const json key = json::parse(t_.substr(start, p_ - start), nullptr, false);
-          const std::string name = key.is_string() ? key.get<std::string>() : "";
-          child = Child(path, name);
-          if (!seen.insert(name).second && dup_.empty()) {
-            dup_ = child;
-            dup_at_ = start;
-          }
-          keys_.emplace(child, start);
-          Ws();
-          ++p_;  // ':'
-        } else {
-          child = Index(path, i);
-        }
-        Scan(child);
-        Ws();
-        if (End()) return;
-        if (t_[p_++] != ',') return;
-      }
-      return;
-    }
+// Depth check before indexing: nothing reasonable nests deeper. Empty, or the error with *at.
+std::string CheckNesting(std::string_view t, size_t* at) {
+  size_t depth = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
     if (c == '"') {
-      SkipString();
-      return;
+      for (++i; i < t.size() && t[i] != '"'; ++i) i += t[i] == '\\';
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) {
+        *at = i;
+        return "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
     }
-    while (!End() && t_[p_] != ',' && t_[p_] != ']' && t_[p_] != '}' && t_[p_] != ' ' &&
-           t_[p_] != '\n' && t_[p_] != '\r' && t_[p_] != '\t')
-      ++p_;
   }
-
-  std::string_view t_;
-  size_t p_ = 0;
-  std::map<std::string, size_t> values_, keys_;
-  std::string dup_;
-  size_t dup_at_ = 0;
-};
+  return "";
+}
 
 // Schema checks with positions for the errors.
 class Reader {
@@ -183,7 +73,7 @@ class Reader {
       if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) {
         std::string known;
         for (const char* a : keys) known += std::string(known.empty() ? "" : ", ") + a;
-        return KeyError(Child(path, k), "unknown key '" + k + "' (known: " + known + ")");
+        return KeyError(JsonChild(path, k), "unknown key '" + k + "' (known: " + known + ")");
       }
     }
     for (const char* r : required) {
@@ -196,7 +86,7 @@ class Reader {
                 std::string* out) const {
     if (!obj.contains(key)) return Status::Ok();
     const json& v = obj.at(key);
-    const std::string p = Child(path, key);
+    const std::string p = JsonChild(path, key);
     if (!v.is_string()) return Error(p, "must be a string");
     const std::string s = v.get<std::string>();
     if (s.empty() || s.size() > max_len)
@@ -208,7 +98,7 @@ class Reader {
   Status Bool(const json& obj, const char* key, const std::string& path, bool* out) const {
     if (!obj.contains(key)) return Status::Ok();
     const json& v = obj.at(key);
-    if (!v.is_boolean()) return Error(Child(path, key), "must be true or false");
+    if (!v.is_boolean()) return Error(JsonChild(path, key), "must be true or false");
     *out = v.get<bool>();
     return Status::Ok();
   }
@@ -217,7 +107,7 @@ class Reader {
              int64_t* out) const {
     if (!obj.contains(key)) return Status::Ok();
     const json& v = obj.at(key);
-    const std::string p = Child(path, key);
+    const std::string p = JsonChild(path, key);
     const std::string range = " in " + std::to_string(lo) + ".." + std::to_string(hi);
     if (!v.is_number_integer()) return Error(p, "must be an integer" + range);
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
@@ -232,7 +122,7 @@ class Reader {
   Status Number(const json& v, const std::string& path, double lo, double hi, bool lo_open,
                 double* out) const {
     const std::string range =
-        std::string(lo_open ? " in (" : " in [") + Num(lo) + ", " + Num(hi) + "]";
+        std::string(lo_open ? " in (" : " in [") + FormatNumber(lo) + ", " + FormatNumber(hi) + "]";
     if (!v.is_number()) return Error(path, "must be a number" + range);
     const double d = v.get<double>();
     if (!std::isfinite(d) || d < lo || (lo_open && d == lo) || d > hi)
@@ -243,7 +133,7 @@ class Reader {
   Status NumberKey(const json& obj, const char* key, const std::string& path, double lo, double hi,
                    bool lo_open, double* out) const {
     if (!obj.contains(key)) return Status::Ok();
-    return Number(obj.at(key), Child(path, key), lo, hi, lo_open, out);
+    return Number(obj.at(key), JsonChild(path, key), lo, hi, lo_open, out);
   }
 
   Status Model(const json& v, const std::string& path, GpuModelId* out) const {
@@ -309,8 +199,8 @@ Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path,
   TESSERA_RETURN_IF_ERROR(r.Int(v, "gpus", path, 0, kMaxGpusPerNode, &gpus));
   GpuModelId model = kNoGpuModel;
   if (v.contains("gpu_model")) {
-    if (gpus == 0) return r.Error(Child(path, "gpu_model"), "a GPU model on nodes with 0 gpus");
-    TESSERA_RETURN_IF_ERROR(r.Model(v.at("gpu_model"), Child(path, "gpu_model"), &model));
+    if (gpus == 0) return r.Error(JsonChild(path, "gpu_model"), "a GPU model on nodes with 0 gpus");
+    TESSERA_RETURN_IF_ERROR(r.Model(v.at("gpu_model"), JsonChild(path, "gpu_model"), &model));
   } else if (gpus > 0) {
     return r.Error(path, "missing required key 'gpu_model' (the group has GPUs)");
   }
@@ -319,15 +209,15 @@ Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path,
   TESSERA_RETURN_IF_ERROR(r.NumberKey(v, "memory_gib", path, 0, 1 << 20, true, &mem));
   const int64_t cpu_milli = std::llround(cores * 1000);
   const int64_t mem_mib = std::llround(mem * 1024);
-  if (cpu_milli < 1) return r.Error(Child(path, "cpu_cores"), "must be at least 0.001");
-  if (mem_mib < 1) return r.Error(Child(path, "memory_gib"), "must be at least 1 MiB");
+  if (cpu_milli < 1) return r.Error(JsonChild(path, "cpu_cores"), "must be at least 0.001");
+  if (mem_mib < 1) return r.Error(JsonChild(path, "memory_gib"), "must be at least 1 MiB");
   std::vector<std::pair<std::string, std::string>> labels;
   if (v.contains("labels")) {
     const json& l = v.at("labels");
-    const std::string lp = Child(path, "labels");
+    const std::string lp = JsonChild(path, "labels");
     if (!l.is_object()) return r.Error(lp, "must be an object of label values by key");
     for (auto it = l.begin(); it != l.end(); ++it) {
-      const std::string p = Child(lp, it.key());
+      const std::string p = JsonChild(lp, it.key());
       if (it.key().empty() || it.key().size() > 253)
         return r.KeyError(p, "label keys must be 1..253 characters");
       if (!it.value().is_string()) return r.Error(p, "must be a string");
@@ -380,33 +270,33 @@ Status ReadFlavor(const Reader& r, const json& v, const std::string& path, Flavo
   TESSERA_RETURN_IF_ERROR(r.String(v, "name", path, 63, &f->name));
   if (v.contains("models")) {
     const json& m = v.at("models");
-    const std::string mp = Child(path, "models");
+    const std::string mp = JsonChild(path, "models");
     if (!m.is_array()) return r.Error(mp, "must be an array of GPU model names");
     for (size_t i = 0; i < m.size(); ++i) {
       GpuModelId id = 0;
-      TESSERA_RETURN_IF_ERROR(r.Model(m[i], Index(mp, i), &id));
+      TESSERA_RETURN_IF_ERROR(r.Model(m[i], JsonIndex(mp, i), &id));
       f->models |= ModelMask{1} << id;
     }
   }
   const Resources unlimited{kUnlimitedQuota, kUnlimitedQuota, kUnlimitedQuota};
-  TESSERA_RETURN_IF_ERROR(ReadResources(r, v.at("nominal"), Child(path, "nominal"), true,
+  TESSERA_RETURN_IF_ERROR(ReadResources(r, v.at("nominal"), JsonChild(path, "nominal"), true,
                                         {0, kUnlimitedQuota, kUnlimitedQuota}, &f->nominal));
   if (v.contains("borrowing_limit")) {
     Resources b;
-    TESSERA_RETURN_IF_ERROR(ReadResources(r, v.at("borrowing_limit"),
-                                          Child(path, "borrowing_limit"), false, unlimited, &b));
+    TESSERA_RETURN_IF_ERROR(ReadResources(
+        r, v.at("borrowing_limit"), JsonChild(path, "borrowing_limit"), false, unlimited, &b));
     f->borrowing_limit = b;
   }
   if (v.contains("lending_limit")) {
     Resources l;
-    const std::string lp = Child(path, "lending_limit");
+    const std::string lp = JsonChild(path, "lending_limit");
     TESSERA_RETURN_IF_ERROR(ReadResources(r, v.at("lending_limit"), lp, false, f->nominal, &l));
     const char* names[] = {"gpu", "cpu", "memory_gib"};
     const int64_t lend[] = {l.gpu, l.cpu, l.memory};
     const int64_t nom[] = {f->nominal.gpu, f->nominal.cpu, f->nominal.memory};
     for (int i = 0; i < 3; ++i) {
       if (lend[i] > nom[i])
-        return r.Error(Child(lp, names[i]), "lends more than the nominal quota");
+        return r.Error(JsonChild(lp, names[i]), "lends more than the nominal quota");
     }
     f->lending_limit = l;
   }
@@ -421,21 +311,21 @@ Status ReadQueue(const Reader& r, const json& v, const std::string& path,
   TESSERA_RETURN_IF_ERROR(r.String(v, "name", path, 253, &q->name));
   TESSERA_RETURN_IF_ERROR(r.String(v, "cohort", path, 253, &q->cohort));
   if (!q->cohort.empty() && std::find(cohorts.begin(), cohorts.end(), q->cohort) == cohorts.end())
-    return r.Error(Child(path, "cohort"),
+    return r.Error(JsonChild(path, "cohort"),
                    "cohort '" + q->cohort + "' is not declared in \"cohorts\"");
   TESSERA_RETURN_IF_ERROR(r.NumberKey(v, "weight", path, 0, kMaxWeight, true, &q->weight));
   TESSERA_RETURN_IF_ERROR(r.Bool(v, "preempt_within_queue", path, &q->preempt_within_queue));
   TESSERA_RETURN_IF_ERROR(r.Bool(v, "reclaim", path, &q->reclaim));
   const json& fl = v.at("flavors");
-  const std::string fp = Child(path, "flavors");
+  const std::string fp = JsonChild(path, "flavors");
   if (!fl.is_array() || fl.empty() || fl.size() > kMaxFlavors)
     return r.Error(fp, "must be an array of 1.." + std::to_string(kMaxFlavors) + " flavors");
   for (size_t i = 0; i < fl.size(); ++i) {
     FlavorQuota f;
-    TESSERA_RETURN_IF_ERROR(ReadFlavor(r, fl[i], Index(fp, i), &f));
+    TESSERA_RETURN_IF_ERROR(ReadFlavor(r, fl[i], JsonIndex(fp, i), &f));
     for (const FlavorQuota& o : q->flavors) {
       if (o.name == f.name)
-        return r.Error(Child(Index(fp, i), "name"), "duplicate flavor '" + f.name + "'");
+        return r.Error(JsonChild(JsonIndex(fp, i), "name"), "duplicate flavor '" + f.name + "'");
     }
     q->flavors.push_back(std::move(f));
   }
@@ -460,11 +350,11 @@ Status ReadAdmission(const Reader& r, const json& v, AdmissionConfig* c) {
       r.NumberKey(v, "min_runtime_s", path, 0, kMaxSeconds, false, &c->min_runtime_s));
   if (v.contains("gpu_equivalents")) {
     const json& g = v.at("gpu_equivalents");
-    const std::string gp = Child(path, "gpu_equivalents");
+    const std::string gp = JsonChild(path, "gpu_equivalents");
     if (!g.is_object()) return r.Error(gp, "must be an object of weights by GPU model");
     const GpuCatalog& cat = GpuCatalog::Builtin();
     for (auto it = g.begin(); it != g.end(); ++it) {
-      const std::string p = Child(gp, it.key());
+      const std::string p = JsonChild(gp, it.key());
       if (!cat.Find(it.key()))
         return r.KeyError(p,
                           "unknown GPU model '" + it.key() + "' (known: " + cat.KnownNames() + ")");
@@ -524,8 +414,8 @@ Result<double> NumberField(const std::string& source, const CsvField& f, const s
     return FieldError(source, f, column, "'" + f.text + "' is not a number");
   if (v < lo || (lo_open && v == lo) || v > hi)
     return FieldError(source, f, column,
-                      f.text + " outside the allowed range " + (lo_open ? "(" : "[") + Num(lo) +
-                          ", " + Num(hi) + "]");
+                      f.text + " outside the allowed range " + (lo_open ? "(" : "[") +
+                          FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
   return v;
 }
 
@@ -548,9 +438,13 @@ Result<QueueCluster> ParseQueueCluster(std::string_view text, std::string_view f
   } catch (const json::exception& e) {
     return InvalidArgument(file + ": JSON error: " + SyntaxMessage(e.what()));
   }
-  JsonPositions pos(text);
   size_t at = 0;
-  const std::string bad = pos.Build(&at);
+  std::string bad = CheckNesting(text, &at);
+  JsonPositions pos;
+  if (bad.empty()) {
+    bad = pos.Build(text, &at);
+    if (!bad.empty()) bad += ": duplicate key";
+  }
   if (!bad.empty()) return InvalidArgument(file + ":" + LineCol(text, at) + ": " + bad);
   const Reader r(text, file, pos);
 
@@ -574,15 +468,15 @@ Result<QueueCluster> ParseQueueCluster(std::string_view text, std::string_view f
       return r.Error("nodes", "must be a non-empty array of node groups");
     std::set<std::string> names;
     for (size_t i = 0; i < groups.size(); ++i) {
-      const std::string p = Index("nodes", i);
+      const std::string p = JsonIndex("nodes", i);
       const size_t before = c.nodes.size();
       TESSERA_RETURN_IF_ERROR(ReadNodeGroup(r, groups[i], p, &c.nodes));
       if (c.nodes.size() > static_cast<size_t>(kMaxQueueNodes))
-        return r.Error(Child(p, "count"),
+        return r.Error(JsonChild(p, "count"),
                        "more than " + std::to_string(kMaxQueueNodes) + " nodes in all");
       for (size_t n = before; n < c.nodes.size(); ++n) {
         if (!names.insert(c.nodes[n].name).second)
-          return r.Error(Child(p, "name_prefix"),
+          return r.Error(JsonChild(p, "name_prefix"),
                          "node name '" + c.nodes[n].name + "' occurs twice");
       }
     }
@@ -592,7 +486,7 @@ Result<QueueCluster> ParseQueueCluster(std::string_view text, std::string_view f
     const json& co = doc.at("cohorts");
     if (!co.is_array()) return r.Error("cohorts", "must be an array of cohort names");
     for (size_t i = 0; i < co.size(); ++i) {
-      const std::string p = Index("cohorts", i);
+      const std::string p = JsonIndex("cohorts", i);
       if (!co[i].is_string() || co[i].get<std::string>().empty() ||
           co[i].get<std::string>().size() > 253)
         return r.Error(p, "must be a name of 1..253 characters");
@@ -608,10 +502,11 @@ Result<QueueCluster> ParseQueueCluster(std::string_view text, std::string_view f
     return r.Error("queues", "must be an array of 1.." + std::to_string(kMaxQueues) + " queues");
   for (size_t i = 0; i < queues.size(); ++i) {
     QueueSpec q;
-    TESSERA_RETURN_IF_ERROR(ReadQueue(r, queues[i], Index("queues", i), c.cohorts, &q));
+    TESSERA_RETURN_IF_ERROR(ReadQueue(r, queues[i], JsonIndex("queues", i), c.cohorts, &q));
     for (const QueueSpec& o : c.queues) {
       if (o.name == q.name)
-        return r.Error(Child(Index("queues", i), "name"), "duplicate queue '" + q.name + "'");
+        return r.Error(JsonChild(JsonIndex("queues", i), "name"),
+                       "duplicate queue '" + q.name + "'");
     }
     c.queues.push_back(std::move(q));
   }
@@ -769,7 +664,7 @@ Result<std::vector<QueueJob>> ParseQueueWorkload(std::string_view text, const st
 
 Status CompressQueueArrivals(std::vector<QueueJob>& jobs, double factor) {
   if (!std::isfinite(factor) || factor < 1)
-    return InvalidArgument("time scale " + Num(factor) + " must be a finite number >= 1");
+    return InvalidArgument("time scale " + FormatNumber(factor) + " must be a finite number >= 1");
   for (QueueJob& j : jobs) j.spec.arrival /= factor;
   return Status::Ok();
 }

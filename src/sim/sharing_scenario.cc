@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
+#include "sim/json_positions.h"
 
 namespace tessera {
 namespace {
@@ -28,145 +29,10 @@ constexpr double kMaxGpuMemoryGib = 4096;
 constexpr double kMinGpuMemoryGib = 0.01;
 constexpr int64_t kMaxSeconds = 1000000000;
 
-// Byte offsets of every value (and member key) of a JSON text, by JSON path
-// ("nodes[1].gpu_model"). Built from text nlohmann has accepted; rejects duplicate keys.
-class PositionIndex {
- public:
-  // Empty string when the text is fine, else the path of the duplicate key; offset in *at.
-  std::string Build(std::string_view text, size_t* at);
-  size_t Value(const std::string& path) const {
-    auto it = values_.find(path);
-    return it == values_.end() ? std::string::npos : it->second;
-  }
-  size_t Key(const std::string& path) const {
-    auto it = keys_.find(path);
-    return it == keys_.end() ? Value(path) : it->second;
-  }
-
- private:
-  std::map<std::string, size_t> values_, keys_;
-};
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-std::string Child(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
-}
-
-std::string Index(const std::string& parent, size_t i) {
-  return parent + "[" + std::to_string(i) + "]";
-}
-
-std::string PositionIndex::Build(std::string_view text, size_t* at) {
-  struct Frame {
-    bool object = false;
-    std::string path;
-    size_t index = 0;
-    std::set<std::string> keys;
-  };
-  std::vector<Frame> stack;
-  size_t pos = 0;
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") pos = 3;
-  auto skip_ws = [&] {
-    while (pos < text.size() && IsSpace(text[pos])) ++pos;
-  };
-  auto skip_string = [&] {
-    ++pos;
-    while (pos < text.size() && text[pos] != '"') pos += text[pos] == '\\' ? 2 : 1;
-    pos = std::min(pos + 1, text.size());
-  };
-  enum class Want { kValue, kKey, kAfter } want = Want::kValue;
-  std::string path;
-  while (true) {
-    skip_ws();
-    if (pos >= text.size()) return "";
-    if (want == Want::kValue) {
-      values_[path] = pos;
-      const char c = text[pos];
-      if (c == '{' || c == '[') {
-        ++pos;
-        stack.push_back(Frame{c == '{', path, 0, {}});
-        skip_ws();
-        if (pos < text.size() && (text[pos] == '}' || text[pos] == ']')) {
-          ++pos;
-          stack.pop_back();
-          want = Want::kAfter;
-        } else if (c == '{') {
-          want = Want::kKey;
-        } else {
-          path = Index(stack.back().path, 0);
-        }
-        continue;
-      }
-      if (c == '"') {
-        skip_string();
-      } else {
-        while (pos < text.size() && !IsSpace(text[pos]) && text[pos] != ',' && text[pos] != ']' &&
-               text[pos] != '}')
-          ++pos;
-      }
-      want = Want::kAfter;
-    } else if (want == Want::kKey) {
-      if (text[pos] != '"' || stack.empty()) return "";
-      const size_t start = pos;
-      skip_string();
-      const json key = json::parse(text.substr(start, pos - start), nullptr, false);
-      if (!key.is_string()) return "";
-      Frame& top = stack.back();
-      path = Child(top.path, key.get<std::string>());
-      if (!top.keys.insert(key.get<std::string>()).second) {
-        *at = start;
-        return path;
-      }
-      keys_[path] = start;
-      skip_ws();
-      if (pos >= text.size() || text[pos] != ':') return "";
-      ++pos;
-      want = Want::kValue;
-    } else {
-      if (stack.empty()) return "";
-      const char c = text[pos++];
-      if (c == ',') {
-        if (stack.back().object) {
-          want = Want::kKey;
-        } else {
-          path = Index(stack.back().path, ++stack.back().index);
-          want = Want::kValue;
-        }
-      } else if (c == '}' || c == ']') {
-        stack.pop_back();
-      } else {
-        return "";
-      }
-    }
-  }
-}
-
-std::string LineCol(std::string_view text, size_t offset) {
-  offset = std::min(offset, text.size());
-  int line = 1;
-  size_t line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(offset - line_start + 1);
-}
-
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 // Validates the parsed document against the schema, with positions for the errors.
 class Reader {
  public:
-  Reader(std::string_view text, std::string filename, const PositionIndex& index)
+  Reader(std::string_view text, std::string filename, const JsonPositions& index)
       : text_(text), file_(std::move(filename)), index_(index) {}
 
   Status Error(const std::string& path, const std::string& msg) const {
@@ -185,7 +51,7 @@ class Reader {
           keys.end()) {
         std::string known;
         for (const char* a : keys) known += std::string(known.empty() ? "" : ", ") + a;
-        return KeyError(Child(path, k), "unknown key '" + k + "' (known: " + known + ")");
+        return KeyError(JsonChild(path, k), "unknown key '" + k + "' (known: " + known + ")");
       }
     }
     for (const char* r : required) {
@@ -197,7 +63,7 @@ class Reader {
   Status String(const json& obj, const char* key, const std::string& path, std::string* out) const {
     if (!obj.contains(key)) return Status::Ok();
     const json& v = obj.at(key);
-    if (!v.is_string()) return Error(Child(path, key), "must be a string");
+    if (!v.is_string()) return Error(JsonChild(path, key), "must be a string");
     *out = v.get<std::string>();
     return Status::Ok();
   }
@@ -218,7 +84,7 @@ class Reader {
                 T* out) const {
     if (!obj.contains(key)) return Status::Ok();
     int64_t v = 0;
-    TESSERA_RETURN_IF_ERROR(Int(obj.at(key), Child(path, key), lo, hi, &v));
+    TESSERA_RETURN_IF_ERROR(Int(obj.at(key), JsonChild(path, key), lo, hi, &v));
     *out = static_cast<T>(v);
     return Status::Ok();
   }
@@ -226,7 +92,7 @@ class Reader {
   Status Number(const json& v, const std::string& path, double lo, double hi, bool lo_open,
                 double* out) const {
     const std::string range =
-        std::string(lo_open ? " in (" : " in [") + Num(lo) + ", " + Num(hi) + "]";
+        std::string(lo_open ? " in (" : " in [") + FormatNumber(lo) + ", " + FormatNumber(hi) + "]";
     if (!v.is_number()) return Error(path, "must be a number" + range);
     const double d = v.get<double>();
     if (!std::isfinite(d) || d < lo || (lo_open && d == lo) || d > hi)
@@ -237,14 +103,14 @@ class Reader {
   Status NumberKey(const json& obj, const char* key, const std::string& path, double lo, double hi,
                    bool lo_open, double* out) const {
     if (!obj.contains(key)) return Status::Ok();
-    return Number(obj.at(key), Child(path, key), lo, hi, lo_open, out);
+    return Number(obj.at(key), JsonChild(path, key), lo, hi, lo_open, out);
   }
 
   // A number, or [low, high] with low <= high; integers only when `integer`.
   Status Range(const json& obj, const char* key, const std::string& parent, double lo, double hi,
                bool lo_open, bool integer, SharingRange* out) const {
     if (!obj.contains(key)) return Status::Ok();
-    const std::string path = Child(parent, key);
+    const std::string path = JsonChild(parent, key);
     const json& v = obj.at(key);
     auto one = [&](const json& x, const std::string& p, double* d) -> Status {
       if (integer) {
@@ -262,10 +128,11 @@ class Reader {
     }
     if (!v.is_array() || v.size() != 2)
       return Error(path, "must be a number or a [low, high] pair");
-    TESSERA_RETURN_IF_ERROR(one(v[0], Index(path, 0), &out->lo));
-    TESSERA_RETURN_IF_ERROR(one(v[1], Index(path, 1), &out->hi));
+    TESSERA_RETURN_IF_ERROR(one(v[0], JsonIndex(path, 0), &out->lo));
+    TESSERA_RETURN_IF_ERROR(one(v[1], JsonIndex(path, 1), &out->hi));
     if (out->lo > out->hi)
-      return Error(path, "low end " + Num(out->lo) + " exceeds high end " + Num(out->hi));
+      return Error(
+          path, "low end " + FormatNumber(out->lo) + " exceeds high end " + FormatNumber(out->hi));
     return Status::Ok();
   }
 
@@ -278,7 +145,7 @@ class Reader {
 
   std::string_view text_;
   std::string file_;
-  const PositionIndex& index_;
+  const JsonPositions& index_;
 };
 
 Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path, SharingNodeGroup* g) {
@@ -289,17 +156,17 @@ Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path, Sh
                {"name_prefix", "count", "gpu_model", "gpus_per_node", "cpu_cores", "memory_gib"}));
   TESSERA_RETURN_IF_ERROR(r.String(v, "name_prefix", path, &g->name_prefix));
   if (g->name_prefix.empty() || g->name_prefix.size() > 63)
-    return r.Error(Child(path, "name_prefix"), "must be 1..63 characters");
+    return r.Error(JsonChild(path, "name_prefix"), "must be 1..63 characters");
   TESSERA_RETURN_IF_ERROR(r.IntKey(v, "count", path, 1, kMaxNodes, &g->count));
   std::string model;
   TESSERA_RETURN_IF_ERROR(r.String(v, "gpu_model", path, &model));
   const GpuCatalog& cat = GpuCatalog::Builtin();
   const auto id = cat.Find(model);
   if (!id)
-    return r.Error(Child(path, "gpu_model"),
+    return r.Error(JsonChild(path, "gpu_model"),
                    "unknown GPU model '" + model + "' (known: " + cat.KnownNames() + ")");
   if (cat.Get(*id).memory_mib <= 0)
-    return r.Error(Child(path, "gpu_model"),
+    return r.Error(JsonChild(path, "gpu_model"),
                    "GPU model '" + model + "' has no known memory size; sharing needs one");
   g->model = *id;
   TESSERA_RETURN_IF_ERROR(
@@ -309,24 +176,25 @@ Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path, Sh
   TESSERA_RETURN_IF_ERROR(r.NumberKey(v, "memory_gib", path, 0, kMaxMemoryGib, true, &mem));
   g->cpu_milli = std::llround(cores * 1000);
   g->memory_mib = std::llround(mem * 1024);
-  if (g->cpu_milli < 1) return r.Error(Child(path, "cpu_cores"), "must be at least 0.001");
-  if (g->memory_mib < 1) return r.Error(Child(path, "memory_gib"), "must be at least 1 MiB");
+  if (g->cpu_milli < 1) return r.Error(JsonChild(path, "cpu_cores"), "must be at least 0.001");
+  if (g->memory_mib < 1) return r.Error(JsonChild(path, "memory_gib"), "must be at least 1 MiB");
   std::string layout;
   TESSERA_RETURN_IF_ERROR(r.String(v, "static_mig_layout", path, &layout));
   if (v.contains("static_mig_layout")) {
     const MigGeometry* geo = MigGeometryFor(g->model);
     if (!geo)
-      return r.Error(Child(path, "static_mig_layout"), "GPU model '" + model + "' has no MIG");
+      return r.Error(JsonChild(path, "static_mig_layout"), "GPU model '" + model + "' has no MIG");
     auto parsed = ParseMigLayout(*geo, layout);
-    if (!parsed.ok()) return r.Error(Child(path, "static_mig_layout"), parsed.status().message());
+    if (!parsed.ok())
+      return r.Error(JsonChild(path, "static_mig_layout"), parsed.status().message());
     if (parsed->empty())
-      return r.Error(Child(path, "static_mig_layout"), "a static layout needs an instance");
+      return r.Error(JsonChild(path, "static_mig_layout"), "a static layout needs an instance");
     g->static_mig_layout = *parsed;
     g->static_mig_gpus = g->gpus_per_node;
   }
   if (v.contains("static_mig_gpus")) {
     if (g->static_mig_layout.empty())
-      return r.Error(Child(path, "static_mig_gpus"), "needs a static_mig_layout");
+      return r.Error(JsonChild(path, "static_mig_gpus"), "needs a static_mig_layout");
     TESSERA_RETURN_IF_ERROR(
         r.IntKey(v, "static_mig_gpus", path, 0, g->gpus_per_node, &g->static_mig_gpus));
   }
@@ -341,7 +209,7 @@ Status ReadIsolation(const Reader& r, const json& v, const std::string& path, Sh
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string& k = it.key();
     const json& x = it.value();
-    const std::string p = Child(path, k);
+    const std::string p = JsonChild(path, k);
     auto iso = ParseIsolation(k);
     if (!iso.ok()) return r.KeyError(p, iso.status().message());
     TESSERA_RETURN_IF_ERROR(r.Number(x, p, 0, 1e9, false, &w[static_cast<int>(*iso)]));
@@ -359,19 +227,19 @@ Status ReadClass(const Reader& r, const json& v, const std::string& path, Sharin
                 "duration_s", "patience_s", "cpu_cores", "host_memory_gib", "gpu_models"},
                {"name", "arrivals_per_hour", "memory_gib", "duration_s"}));
   TESSERA_RETURN_IF_ERROR(r.String(v, "name", path, &c->name));
-  if (c->name.empty()) return r.Error(Child(path, "name"), "must not be empty");
+  if (c->name.empty()) return r.Error(JsonChild(path, "name"), "must not be empty");
   TESSERA_RETURN_IF_ERROR(
       r.NumberKey(v, "arrivals_per_hour", path, 0, kMaxRatePerHour, false, &c->arrivals_per_hour));
   TESSERA_RETURN_IF_ERROR(r.Range(v, "memory_gib", path, kMinGpuMemoryGib, kMaxGpuMemoryGib, false,
                                   false, &c->memory_gib));
   if (v.contains("whole_gpus")) {
     const json& w = v.at("whole_gpus");
-    const std::string p = Child(path, "whole_gpus");
+    const std::string p = JsonChild(path, "whole_gpus");
     if (w.is_array()) {
       if (w.empty()) return r.Error(p, "needs at least one GPU count");
       for (size_t i = 0; i < w.size(); ++i) {
         int64_t n = 0;
-        TESSERA_RETURN_IF_ERROR(r.Int(w[i], Index(p, i), 1, kMaxGpusPerNode, &n));
+        TESSERA_RETURN_IF_ERROR(r.Int(w[i], JsonIndex(p, i), 1, kMaxGpusPerNode, &n));
         c->whole_gpus.push_back(static_cast<int>(n));
       }
     } else {
@@ -380,12 +248,12 @@ Status ReadClass(const Reader& r, const json& v, const std::string& path, Sharin
       c->whole_gpus.push_back(static_cast<int>(n));
     }
     if (v.contains("compute_pct"))
-      return r.KeyError(Child(path, "compute_pct"),
+      return r.KeyError(JsonChild(path, "compute_pct"),
                         "whole-GPU workloads take whole GPUs; compute_pct applies to fractions");
   }
   TESSERA_RETURN_IF_ERROR(r.Range(v, "compute_pct", path, 1, 100, false, true, &c->compute_pct));
   if (v.contains("isolation"))
-    TESSERA_RETURN_IF_ERROR(ReadIsolation(r, v.at("isolation"), Child(path, "isolation"), c));
+    TESSERA_RETURN_IF_ERROR(ReadIsolation(r, v.at("isolation"), JsonChild(path, "isolation"), c));
   TESSERA_RETURN_IF_ERROR(
       r.Range(v, "duration_s", path, 1, kMaxSeconds, false, true, &c->duration_s));
   TESSERA_RETURN_IF_ERROR(r.IntKey(v, "patience_s", path, 0, kMaxSeconds, &c->patience_s));
@@ -397,15 +265,15 @@ Status ReadClass(const Reader& r, const json& v, const std::string& path, Sharin
       r.Range(v, "host_memory_gib", path, 0, kMaxMemoryGib, false, false, &c->host_memory_gib));
   if (v.contains("gpu_models")) {
     const json& m = v.at("gpu_models");
-    const std::string p = Child(path, "gpu_models");
+    const std::string p = JsonChild(path, "gpu_models");
     if (!m.is_array() || m.empty()) return r.Error(p, "must be a non-empty array of model names");
     const GpuCatalog& cat = GpuCatalog::Builtin();
     for (size_t i = 0; i < m.size(); ++i) {
-      if (!m[i].is_string()) return r.Error(Index(p, i), "must be a string");
+      if (!m[i].is_string()) return r.Error(JsonIndex(p, i), "must be a string");
       const auto id = cat.Find(m[i].get<std::string>());
       if (!id)
-        return r.Error(Index(p, i), "unknown GPU model '" + m[i].get<std::string>() +
-                                        "' (known: " + cat.KnownNames() + ")");
+        return r.Error(JsonIndex(p, i), "unknown GPU model '" + m[i].get<std::string>() +
+                                            "' (known: " + cat.KnownNames() + ")");
       c->gpu_models |= ModelMask{1} << *id;
     }
   }
@@ -420,12 +288,12 @@ Status ReadPhase(const Reader& r, const json& v, const std::string& path,
   ph->multipliers.assign(classes.size(), 1.0);
   if (!v.contains("rate_multipliers")) return Status::Ok();
   const json& m = v.at("rate_multipliers");
-  const std::string mp = Child(path, "rate_multipliers");
+  const std::string mp = JsonChild(path, "rate_multipliers");
   if (!m.is_object()) return r.Error(mp, "must be an object of multipliers by class name");
   for (auto it = m.begin(); it != m.end(); ++it) {
     const std::string& k = it.key();
     const json& x = it.value();
-    const std::string p = Child(mp, k);
+    const std::string p = JsonChild(mp, k);
     const auto cls = std::find_if(classes.begin(), classes.end(),
                                   [&](const SharingClass& c) { return c.name == k; });
     if (cls == classes.end()) return r.KeyError(p, "no workload class named '" + k + "'");
@@ -462,11 +330,12 @@ Status CheckPlaceable(const Reader& r, const SharingScenario& s, size_t ci) {
         g.cpu_milli >= CpuMilli(c.cpu_cores.hi) && g.memory_mib >= MemMib(c.host_memory_gib.hi))
       return Status::Ok();
   }
-  return r.Error(Index("workloads.classes", ci),
+  return r.Error(JsonIndex("workloads.classes", ci),
                  "no node group can host the largest workload of class '" + c.name + "' (" +
-                     Num(c.memory_gib.hi) + " GiB GPU memory x " + std::to_string(gpus) +
-                     " GPU(s), " + Num(c.cpu_cores.hi) + " cores, " + Num(c.host_memory_gib.hi) +
-                     " GiB host memory" + (c.gpu_models ? ", allowed models" : "") + ")");
+                     FormatNumber(c.memory_gib.hi) + " GiB GPU memory x " + std::to_string(gpus) +
+                     " GPU(s), " + FormatNumber(c.cpu_cores.hi) + " cores, " +
+                     FormatNumber(c.host_memory_gib.hi) + " GiB host memory" +
+                     (c.gpu_models ? ", allowed models" : "") + ")");
 }
 
 std::string Stem(std::string_view filename) {
@@ -503,7 +372,7 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
   } catch (const json::exception& e) {
     return InvalidArgument(file + ": JSON error: " + SyntaxMessage(e.what()));
   }
-  PositionIndex index;
+  JsonPositions index;
   size_t dup_at = 0;
   const std::string dup = index.Build(text, &dup_at);
   if (!dup.empty())
@@ -529,14 +398,15 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
   std::set<std::string> prefixes;
   int64_t total_nodes = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    const std::string p = Index("nodes", i);
+    const std::string p = JsonIndex("nodes", i);
     SharingNodeGroup g;
     TESSERA_RETURN_IF_ERROR(ReadNodeGroup(r, nodes[i], p, &g));
     if (!prefixes.insert(g.name_prefix).second)
-      return r.Error(Child(p, "name_prefix"), "duplicate name prefix '" + g.name_prefix + "'");
+      return r.Error(JsonChild(p, "name_prefix"), "duplicate name prefix '" + g.name_prefix + "'");
     total_nodes += g.count;
     if (total_nodes > kMaxNodes)
-      return r.Error(Child(p, "count"), "more than " + std::to_string(kMaxNodes) + " nodes in all");
+      return r.Error(JsonChild(p, "count"),
+                     "more than " + std::to_string(kMaxNodes) + " nodes in all");
     s.node_groups.push_back(std::move(g));
   }
   std::set<std::string> names;
@@ -560,11 +430,12 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
     return r.Error("workloads.classes",
                    "must be an array of 1.." + std::to_string(kMaxClasses) + " workload classes");
   for (size_t i = 0; i < classes.size(); ++i) {
-    const std::string p = Index("workloads.classes", i);
+    const std::string p = JsonIndex("workloads.classes", i);
     SharingClass c;
     TESSERA_RETURN_IF_ERROR(ReadClass(r, classes[i], p, &c));
     for (const SharingClass& o : s.classes) {
-      if (o.name == c.name) return r.Error(Child(p, "name"), "duplicate class '" + c.name + "'");
+      if (o.name == c.name)
+        return r.Error(JsonChild(p, "name"), "duplicate class '" + c.name + "'");
     }
     s.classes.push_back(std::move(c));
     TESSERA_RETURN_IF_ERROR(CheckPlaceable(r, s, i));
@@ -576,13 +447,13 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
       return r.Error("workloads.phases",
                      "must be an array of 1.." + std::to_string(kMaxPhases) + " phases");
     for (size_t i = 0; i < phases.size(); ++i) {
-      const std::string p = Index("workloads.phases", i);
+      const std::string p = JsonIndex("workloads.phases", i);
       SharingPhase ph;
       TESSERA_RETURN_IF_ERROR(ReadPhase(r, phases[i], p, s.classes, s.horizon_s, &ph));
       if (i == 0 && ph.start_s != 0)
-        return r.Error(Child(p, "start_s"), "the first phase starts at 0");
+        return r.Error(JsonChild(p, "start_s"), "the first phase starts at 0");
       if (i > 0 && ph.start_s <= s.phases.back().start_s)
-        return r.Error(Child(p, "start_s"), "phases must start in increasing order");
+        return r.Error(JsonChild(p, "start_s"), "phases must start in increasing order");
       s.phases.push_back(std::move(ph));
     }
   } else {
@@ -592,7 +463,7 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
   const double expected = ExpectedSharingArrivals(s);
   if (expected > static_cast<double>(kMaxSharingWorkloads))
     return r.Error("workloads",
-                   "about " + Num(std::round(expected)) +
+                   "about " + FormatNumber(std::round(expected)) +
                        " workloads expected over the horizon, more than the limit of " +
                        std::to_string(kMaxSharingWorkloads));
   return s;
