@@ -8,13 +8,8 @@ namespace {
 std::atomic<uint64_t> g_next_stamp{0};
 }  // namespace
 
-void ClusterState::Touch(NodeIdx n) {
-  free_[n].stamp = g_next_stamp.fetch_add(1, std::memory_order_relaxed) + 1;
-}
-
-Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
+Status ValidateNodeSpec(const NodeSpec& spec) {
   if (spec.name.empty()) return InvalidArgument("node name is empty");
-  if (by_name_.count(spec.name)) return AlreadyExists("duplicate node name '" + spec.name + "'");
   if (spec.cpu.v <= 0) return InvalidArgument("node '" + spec.name + "': CPU must be positive");
   if (spec.memory.v <= 0)
     return InvalidArgument("node '" + spec.name + "': memory must be positive");
@@ -26,6 +21,16 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   if (spec.model != kNoGpuModel && spec.model >= GpuCatalog::Builtin().size())
     return InvalidArgument("node '" + spec.name + "': GPU model id " + std::to_string(spec.model) +
                            " is not in the catalog");
+  return Status::Ok();
+}
+
+void ClusterState::Touch(NodeIdx n) {
+  free_[n].stamp = g_next_stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
+  if (by_name_.count(spec.name)) return AlreadyExists("duplicate node name '" + spec.name + "'");
+  TESSERA_RETURN_IF_ERROR(ValidateNodeSpec(spec));
   NodeFree f;
   f.cpu = spec.cpu.v;
   f.memory = spec.memory.v;

@@ -46,6 +46,10 @@ struct NodeFree {
   }
 };
 
+// Checks a node on its own: non-empty name, positive CPU and memory, 0..kMaxGpusPerNode GPUs,
+// a GPU count and a catalog model together (or neither). InvalidArgument naming the node.
+Status ValidateNodeSpec(const NodeSpec& spec);
+
 class ClusterState {
  public:
   ClusterState() = default;

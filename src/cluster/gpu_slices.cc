@@ -1,5 +1,7 @@
 #include "cluster/gpu_slices.h"
 
+#include "cluster/cluster_state.h"
+
 #include <algorithm>
 #include <bit>
 
@@ -98,20 +100,9 @@ const MigSlot* GpuSlices::Instance(int start) const {
 }
 
 Result<NodeIdx> SliceCluster::AddNode(NodeSpec spec) {
-  if (spec.name.empty()) return InvalidArgument("node name is empty");
   if (by_name_.count(spec.name)) return AlreadyExists("duplicate node name '" + spec.name + "'");
-  if (spec.cpu.v <= 0) return InvalidArgument("node '" + spec.name + "': CPU must be positive");
-  if (spec.memory.v <= 0)
-    return InvalidArgument("node '" + spec.name + "': memory must be positive");
-  if (spec.gpu_count < 0 || spec.gpu_count > kMaxGpusPerNode)
-    return InvalidArgument("node '" + spec.name + "': GPU count " + std::to_string(spec.gpu_count) +
-                           " outside 0.." + std::to_string(kMaxGpusPerNode));
-  if ((spec.gpu_count > 0) != (spec.model != kNoGpuModel))
-    return InvalidArgument("node '" + spec.name + "': GPU count and GPU model must go together");
+  TESSERA_RETURN_IF_ERROR(ValidateNodeSpec(spec));
   const GpuCatalog& cat = GpuCatalog::Builtin();
-  if (spec.model != kNoGpuModel && spec.model >= cat.size())
-    return InvalidArgument("node '" + spec.name + "': GPU model id " + std::to_string(spec.model) +
-                           " is not in the catalog");
   if (spec.model != kNoGpuModel && cat.Get(spec.model).memory_mib <= 0)
     return InvalidArgument("node '" + spec.name + "': GPU model " + cat.Get(spec.model).name +
                            " has no known memory size; slices need one");
