@@ -1,5 +1,7 @@
 #include "sim/csv.h"
 
+#include <charconv>
+
 #include <fstream>
 #include <sstream>
 
@@ -97,6 +99,29 @@ Result<std::string> ReadFileToString(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return IoError("error reading '" + path + "'");
   return ss.str();
+}
+
+Status CsvFieldError(const std::string& source, const CsvField& f, const std::string& column,
+                     const std::string& what) {
+  return InvalidArgument(Where(source, f.line, f.column) + ": column '" + column + "': " + what);
+}
+
+Result<int64_t> ParseCsvInt(const std::string& source, const CsvField& f, const std::string& column,
+                            int64_t min, int64_t max) {
+  if (f.text.empty()) return CsvFieldError(source, f, column, "empty value, expected an integer");
+  int64_t v = 0;
+  const char* b = f.text.data();
+  const char* e = b + f.text.size();
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec == std::errc::result_out_of_range)
+    return CsvFieldError(source, f, column, "'" + f.text + "' is out of range");
+  if (ec != std::errc() || p != e)
+    return CsvFieldError(source, f, column, "'" + f.text + "' is not an integer");
+  if (v < min || v > max)
+    return CsvFieldError(source, f, column,
+                         std::to_string(v) + " outside the allowed range " + std::to_string(min) +
+                             ".." + std::to_string(max));
+  return v;
 }
 
 }  // namespace tessera

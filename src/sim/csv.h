@@ -30,4 +30,12 @@ Result<std::string> ReadFileToString(const std::string& path);
 
 std::string Where(const std::string& source, int line, int column);
 
+// InvalidArgument "SOURCE:LINE:COL: column 'COLUMN': WHAT" for field f.
+Status CsvFieldError(const std::string& source, const CsvField& f, const std::string& column,
+                     const std::string& what);
+// A decimal integer field in [min, max]. Errors name the field: empty, not an integer, out of
+// range, outside [min, max].
+Result<int64_t> ParseCsvInt(const std::string& source, const CsvField& f, const std::string& column,
+                            int64_t min, int64_t max);
+
 }  // namespace tessera

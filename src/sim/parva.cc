@@ -17,36 +17,24 @@ constexpr int kMaxProcs = 64;
 constexpr int kMaxBatch = 1 << 20;
 constexpr int kMaxNodes = 1 << 20;
 
-Status FieldError(const std::string& source, const CsvField& f, const std::string& column,
-                  const std::string& what) {
-  return InvalidArgument(Where(source, f.line, f.column) + ": column '" + column + "': " + what);
-}
-
 Result<int> ParseInt(const std::string& source, const CsvField& f, const std::string& column,
                      int min, int max) {
-  if (f.text.empty()) return FieldError(source, f, column, "empty value, expected an integer");
-  int64_t v = 0;
-  const char* b = f.text.data();
-  const char* e = b + f.text.size();
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec == std::errc::result_out_of_range)
-    return FieldError(source, f, column, "'" + f.text + "' is out of range");
-  if (ec != std::errc() || p != e)
-    return FieldError(source, f, column, "'" + f.text + "' is not an integer");
-  if (v < 0 && min >= 0)
-    return FieldError(source, f, column, "negative value " + std::to_string(v));
-  if (v < min || v > max)
-    return FieldError(source, f, column,
-                      std::to_string(v) + " outside the allowed range " + std::to_string(min) +
-                          ".." + std::to_string(max));
-  return static_cast<int>(v);
+  auto v = ParseCsvInt(source, f, column, INT64_MIN, INT64_MAX);
+  if (!v.ok()) return v.status();
+  if (*v < 0 && min >= 0)
+    return CsvFieldError(source, f, column, "negative value " + std::to_string(*v));
+  if (*v < min || *v > max)
+    return CsvFieldError(source, f, column,
+                         std::to_string(*v) + " outside the allowed range " + std::to_string(min) +
+                             ".." + std::to_string(max));
+  return static_cast<int>(*v);
 }
 
 // A decimal number: digits with an optional fraction and exponent; no sign, spaces, inf or nan.
 Result<double> ParseNonNegative(const std::string& source, const CsvField& f,
                                 const std::string& column) {
   const std::string& t = f.text;
-  if (t.empty()) return FieldError(source, f, column, "empty value, expected a number");
+  if (t.empty()) return CsvFieldError(source, f, column, "empty value, expected a number");
   size_t i = t[0] == '-' ? 1 : 0;
   size_t digits = 0;
   while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
@@ -62,15 +50,15 @@ Result<double> ParseNonNegative(const std::string& source, const CsvField& f,
     while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++exp_digits;
     ok = exp_digits > 0;
   }
-  if (!ok || i != t.size()) return FieldError(source, f, column, "'" + t + "' is not a number");
+  if (!ok || i != t.size()) return CsvFieldError(source, f, column, "'" + t + "' is not a number");
   double v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && !std::isfinite(v)))
-    return FieldError(source, f, column, "'" + t + "' is out of range");
+    return CsvFieldError(source, f, column, "'" + t + "' is out of range");
   if (ec != std::errc() || p != t.data() + t.size())
-    return FieldError(source, f, column, "'" + t + "' is not a number");
-  if (t[0] == '-' && v != 0) return FieldError(source, f, column, "negative value " + t);
-  if (t[0] == '-') return FieldError(source, f, column, "'" + t + "' has a sign");
+    return CsvFieldError(source, f, column, "'" + t + "' is not a number");
+  if (t[0] == '-' && v != 0) return CsvFieldError(source, f, column, "negative value " + t);
+  if (t[0] == '-') return CsvFieldError(source, f, column, "'" + t + "' has a sign");
   return v;
 }
 
@@ -118,9 +106,9 @@ Result<int> ParseSize(const std::string& source, const CsvField& f, const std::s
   auto v = ParseInt(source, f, column, 1, 7);
   if (!v.ok()) return v.status();
   if (!ValidSize(*v))
-    return FieldError(source, f, column,
-                      "MIG instance size " + std::to_string(*v) +
-                          " does not exist on an A100 (1, 2, 3, 4 or 7 GPCs)");
+    return CsvFieldError(source, f, column,
+                         "MIG instance size " + std::to_string(*v) +
+                             " does not exist on an A100 (1, 2, 3, 4 or 7 GPCs)");
   return *v;
 }
 
@@ -166,9 +154,9 @@ Result<InferenceProfile> ParseParvaProfile(std::string_view content, const std::
     if (!lat.ok()) return lat.status();
     if ((*tput == 0) != (*lat == 0)) {
       const CsvField& zero = *tput == 0 ? f[3] : f[4];
-      return FieldError(source, zero, *tput == 0 ? "Throughput" : "Latency",
-                        "zero while the other of throughput and latency is not (both 0 marks a "
-                        "configuration that was not measured)");
+      return CsvFieldError(source, zero, *tput == 0 ? "Throughput" : "Latency",
+                           "zero while the other of throughput and latency is not (both 0 marks a "
+                           "configuration that was not measured)");
     }
     const auto key = std::make_tuple(*size, *batch, *procs);
     if (auto [it, fresh] = seen.emplace(key, row.line); !fresh)
@@ -236,8 +224,8 @@ Result<SloTable> ParseParvaSlo(std::string_view content, const std::string& sour
         auto v = ParseNonNegative(source, f, models[i]);
         if (!v.ok()) return v.status();
         if (*v == 0)
-          return FieldError(source, f, models[i],
-                            "must be positive (N/A marks a service absent from the scenario)");
+          return CsvFieldError(source, f, models[i],
+                               "must be positive (N/A marks a service absent from the scenario)");
         cell.value = *v;
       }
       cells.push_back(cell);
@@ -327,8 +315,8 @@ Result<std::vector<ParvaDeployRow>> ParseParvaDeploy(std::string_view content,
     if (!gpu.ok()) return gpu.status();
     d.model = f[2].text;
     if (std::find(models.begin(), models.end(), d.model) == models.end())
-      return FieldError(source, f[2], "Model",
-                        "unknown model '" + d.model + "' (known: " + Known(models) + ")");
+      return CsvFieldError(source, f[2], "Model",
+                           "unknown model '" + d.model + "' (known: " + Known(models) + ")");
     auto placement = ParseInt(source, f[3], "Placement", 0, 7);
     if (!placement.ok()) return placement.status();
     auto size = ParseSize(source, f[4], "Instance size");

@@ -11,34 +11,11 @@
 namespace tessera {
 namespace {
 
-Status FieldError(const std::string& source, const CsvField& f, const std::string& column,
-                  const std::string& what) {
-  return InvalidArgument(Where(source, f.line, f.column) + ": column '" + column + "': " + what);
-}
-
-Result<int64_t> ParseInteger(const std::string& source, const CsvField& f,
-                             const std::string& column, int64_t min, int64_t max) {
-  if (f.text.empty()) return FieldError(source, f, column, "empty value, expected an integer");
-  int64_t v = 0;
-  const char* b = f.text.data();
-  const char* e = b + f.text.size();
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec == std::errc::result_out_of_range)
-    return FieldError(source, f, column, "'" + f.text + "' is out of range");
-  if (ec != std::errc() || p != e)
-    return FieldError(source, f, column, "'" + f.text + "' is not an integer");
-  if (v < min || v > max)
-    return FieldError(source, f, column,
-                      std::to_string(v) + " outside the allowed range " + std::to_string(min) +
-                          ".." + std::to_string(max));
-  return v;
-}
-
 // A decimal number with optional sign, fraction and exponent; no spaces, inf or nan.
 Result<double> ParseNumber(const std::string& source, const CsvField& f,
                            const std::string& column) {
   const std::string& t = f.text;
-  if (t.empty()) return FieldError(source, f, column, "empty value, expected a number");
+  if (t.empty()) return CsvFieldError(source, f, column, "empty value, expected a number");
   size_t i = (t[0] == '-' || t[0] == '+') ? 1 : 0;
   size_t digits = 0;
   while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
@@ -54,14 +31,14 @@ Result<double> ParseNumber(const std::string& source, const CsvField& f,
     while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++exp_digits;
     ok = exp_digits > 0;
   }
-  if (!ok || i != t.size()) return FieldError(source, f, column, "'" + t + "' is not a number");
+  if (!ok || i != t.size()) return CsvFieldError(source, f, column, "'" + t + "' is not a number");
   double v = 0;
   const char* b = t.data() + (t[0] == '+' ? 1 : 0);
   auto [p, ec] = std::from_chars(b, t.data() + t.size(), v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && !std::isfinite(v)))
-    return FieldError(source, f, column, "'" + t + "' is out of range");
+    return CsvFieldError(source, f, column, "'" + t + "' is out of range");
   if (ec != std::errc() || p != t.data() + t.size())
-    return FieldError(source, f, column, "'" + t + "' is not a number");
+    return CsvFieldError(source, f, column, "'" + t + "' is not a number");
   return v;
 }
 
@@ -69,7 +46,7 @@ Result<double> ParsePositive(const std::string& source, const CsvField& f,
                              const std::string& column) {
   auto v = ParseNumber(source, f, column);
   if (!v.ok()) return v;
-  if (!(*v > 0)) return FieldError(source, f, column, f.text + " is not positive");
+  if (!(*v > 0)) return CsvFieldError(source, f, column, f.text + " is not positive");
   return v;
 }
 
@@ -77,7 +54,7 @@ Result<double> ParseNonNegative(const std::string& source, const CsvField& f,
                                 const std::string& column) {
   auto v = ParseNumber(source, f, column);
   if (!v.ok()) return v;
-  if (*v < 0) return FieldError(source, f, column, "negative value " + f.text);
+  if (*v < 0) return CsvFieldError(source, f, column, "negative value " + f.text);
   return *v + 0.0;  // -0 -> 0
 }
 
@@ -121,8 +98,8 @@ Status TimingFields(const std::string& source, const CsvRow& row, size_t first, 
   auto sy = ParseNonNegative(source, f[first + 2], "sync_time");
   if (!sy.ok()) return sy.status();
   if (*sy > *st)
-    return FieldError(source, f[first + 2], "sync_time",
-                      f[first + 2].text + " exceeds step_time " + f[first + 1].text);
+    return CsvFieldError(source, f[first + 2], "sync_time",
+                         f[first + 2].text + " exceeds step_time " + f[first + 1].text);
   local_bsz = *b, step_time = *st, sync_time = *sy;
   return Status::Ok();
 }
@@ -151,13 +128,13 @@ Result<std::vector<PolluxPlacementRow>> ParsePolluxPlacements(std::string_view c
   for (const CsvRow& row : *rows) {
     const CsvField& p = row.fields[0];
     PolluxPlacementRow r;
-    if (p.text.empty()) return FieldError(source, p, "placement", "empty placement");
+    if (p.text.empty()) return CsvFieldError(source, p, "placement", "empty placement");
     if (p.text.size() > 64)
-      return FieldError(source, p, "placement", "more than 64 nodes in '" + p.text + "'");
+      return CsvFieldError(source, p, "placement", "more than 64 nodes in '" + p.text + "'");
     for (char c : p.text) {
       if (c < '1' || c > '9')
-        return FieldError(source, p, "placement",
-                          "'" + p.text + "' is not a digit string (GPUs per node, 1-9 each)");
+        return CsvFieldError(source, p, "placement",
+                             "'" + p.text + "' is not a digit string (GPUs per node, 1-9 each)");
       r.placement.push_back(c - '0');
     }
     TESSERA_RETURN_IF_ERROR(TimingFields(source, row, 1, r.local_bsz, r.step_time, r.sync_time));
@@ -174,14 +151,14 @@ Result<std::vector<PolluxScalabilityRow>> ParsePolluxScalability(std::string_vie
   std::vector<PolluxScalabilityRow> out;
   for (const CsvRow& row : *rows) {
     PolluxScalabilityRow r;
-    auto n = ParseInteger(source, row.fields[0], "num_nodes", 1, kPolluxMaxReplicas);
+    auto n = ParseCsvInt(source, row.fields[0], "num_nodes", 1, kPolluxMaxReplicas);
     if (!n.ok()) return n.status();
-    auto g = ParseInteger(source, row.fields[1], "num_replicas", 1, kPolluxMaxReplicas);
+    auto g = ParseCsvInt(source, row.fields[1], "num_replicas", 1, kPolluxMaxReplicas);
     if (!g.ok()) return g.status();
     if (*g < *n)
-      return FieldError(source, row.fields[1], "num_replicas",
-                        std::to_string(*g) + " GPUs on " + std::to_string(*n) +
-                            " nodes: every node needs at least one");
+      return CsvFieldError(source, row.fields[1], "num_replicas",
+                           std::to_string(*g) + " GPUs on " + std::to_string(*n) +
+                               " nodes: every node needs at least one");
     r.num_nodes = static_cast<int>(*n);
     r.num_replicas = static_cast<int>(*g);
     TESSERA_RETURN_IF_ERROR(TimingFields(source, row, 2, r.local_bsz, r.step_time, r.sync_time));
@@ -202,7 +179,7 @@ Result<std::vector<PolluxValidationRow>> ParsePolluxValidation(std::string_view 
     PolluxValidationRow r;
     auto progress = ParseNonNegative(source, f[0], "progress");
     if (!progress.ok()) return progress.status();
-    auto it = ParseInteger(source, f[1], "iteration", 1, kPolluxMaxBatch);
+    auto it = ParseCsvInt(source, f[1], "iteration", 1, kPolluxMaxBatch);
     if (!it.ok()) return it.status();
     auto metric = ParseNumber(source, f[2], "metric");
     if (!metric.ok()) return metric.status();
@@ -211,11 +188,11 @@ Result<std::vector<PolluxValidationRow>> ParsePolluxValidation(std::string_view 
     auto var = ParseNonNegative(source, f[4], "grad_var");
     if (!var.ok()) return var.status();
     if (!out.empty() && *it <= out.back().iteration)
-      return FieldError(source, f[1], "iteration",
-                        std::to_string(*it) + " does not exceed the previous epoch's " +
-                            std::to_string(out.back().iteration));
+      return CsvFieldError(source, f[1], "iteration",
+                           std::to_string(*it) + " does not exceed the previous epoch's " +
+                               std::to_string(out.back().iteration));
     if (!out.empty() && *progress < out.back().progress)
-      return FieldError(source, f[0], "progress", f[0].text + " is below the previous epoch's");
+      return CsvFieldError(source, f[0], "progress", f[0].text + " is below the previous epoch's");
     r.progress = *progress, r.iteration = *it, r.metric = *metric, r.grad_sqr = *sqr,
     r.grad_var = *var;
     out.push_back(r);
@@ -235,22 +212,22 @@ Result<std::vector<PolluxJobSpec>> ParsePolluxWorkload(std::string_view content,
     PolluxJobSpec j;
     j.line = row.line;
     j.name = f[0].text;
-    if (j.name.empty()) return FieldError(source, f[0], "name", "empty job name");
+    if (j.name.empty()) return CsvFieldError(source, f[0], "name", "empty job name");
     if (!names.insert(j.name).second)
-      return FieldError(source, f[0], "name", "duplicate job name '" + j.name + "'");
+      return CsvFieldError(source, f[0], "name", "duplicate job name '" + j.name + "'");
     auto t = ParseNonNegative(source, f[1], "time");
     if (!t.ok()) return t.status();
     if (*t > kPolluxMaxTime)
-      return FieldError(source, f[1], "time", f[1].text + " exceeds 1e9 seconds");
+      return CsvFieldError(source, f[1], "time", f[1].text + " exceeds 1e9 seconds");
     j.time = *t;
     j.application = f[2].text;
     if (!ValidAppName(j.application))
-      return FieldError(source, f[2], "application",
-                        "'" + j.application + "' is not a profile name ([A-Za-z0-9_-]+)");
-    auto g = ParseInteger(source, f[3], "num_replicas", 1, kPolluxMaxReplicas);
+      return CsvFieldError(source, f[2], "application",
+                           "'" + j.application + "' is not a profile name ([A-Za-z0-9_-]+)");
+    auto g = ParseCsvInt(source, f[3], "num_replicas", 1, kPolluxMaxReplicas);
     if (!g.ok()) return g.status();
     j.num_replicas = static_cast<int>(*g);
-    auto b = ParseInteger(source, f[4], "batch_size", 1, kPolluxMaxBatch);
+    auto b = ParseCsvInt(source, f[4], "batch_size", 1, kPolluxMaxBatch);
     if (!b.ok()) return b.status();
     j.batch_size = *b;
     out.push_back(std::move(j));

@@ -380,42 +380,19 @@ std::string SyntaxMessage(const std::string& what) {
   return bracket == std::string::npos ? what : what.substr(bracket + 2);
 }
 
-Status FieldError(const std::string& source, const CsvField& f, const std::string& column,
-                  const std::string& what) {
-  return InvalidArgument(Where(source, f.line, f.column) + ": column '" + column + "': " + what);
-}
-
-Result<int64_t> IntField(const std::string& source, const CsvField& f, const std::string& column,
-                         int64_t lo, int64_t hi) {
-  int64_t v = 0;
-  const char* b = f.text.data();
-  const char* e = b + f.text.size();
-  if (f.text.empty()) return FieldError(source, f, column, "empty value, expected an integer");
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec == std::errc::result_out_of_range)
-    return FieldError(source, f, column, "'" + f.text + "' is out of range");
-  if (ec != std::errc() || p != e)
-    return FieldError(source, f, column, "'" + f.text + "' is not an integer");
-  if (v < lo || v > hi)
-    return FieldError(source, f, column,
-                      std::to_string(v) + " outside the allowed range " + std::to_string(lo) +
-                          ".." + std::to_string(hi));
-  return v;
-}
-
 Result<double> NumberField(const std::string& source, const CsvField& f, const std::string& column,
                            double lo, double hi, bool lo_open) {
   double v = 0;
   const char* b = f.text.data();
   const char* e = b + f.text.size();
-  if (f.text.empty()) return FieldError(source, f, column, "empty value, expected a number");
+  if (f.text.empty()) return CsvFieldError(source, f, column, "empty value, expected a number");
   auto [p, ec] = std::from_chars(b, e, v, std::chars_format::fixed | std::chars_format::scientific);
   if (ec != std::errc() || p != e || !std::isfinite(v))
-    return FieldError(source, f, column, "'" + f.text + "' is not a number");
+    return CsvFieldError(source, f, column, "'" + f.text + "' is not a number");
   if (v < lo || (lo_open && v == lo) || v > hi)
-    return FieldError(source, f, column,
-                      f.text + " outside the allowed range " + (lo_open ? "(" : "[") +
-                          FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
+    return CsvFieldError(source, f, column,
+                         f.text + " outside the allowed range " + (lo_open ? "(" : "[") +
+                             FormatNumber(lo) + ", " + FormatNumber(hi) + "]");
   return v;
 }
 
@@ -587,13 +564,13 @@ Result<std::vector<QueueJob>> ParseQueueWorkload(std::string_view text, const st
     JobSpec& s = job.spec;
     s.id = static_cast<WorkloadId>(r);
     s.name = f[c_name].text;
-    if (s.name.empty()) return FieldError(source, f[c_name], "name", "empty job name");
+    if (s.name.empty()) return CsvFieldError(source, f[c_name], "name", "empty job name");
     if (!names.insert(s.name).second)
-      return FieldError(source, f[c_name], "name", "duplicate job name '" + s.name + "'");
+      return CsvFieldError(source, f[c_name], "name", "duplicate job name '" + s.name + "'");
     s.queue = f[c_queue].text;
-    if (s.queue.empty()) return FieldError(source, f[c_queue], "queue", "empty queue name");
+    if (s.queue.empty()) return CsvFieldError(source, f[c_queue], "queue", "empty queue name");
     if (!known_queues.empty() && !known_queues.count(s.queue))
-      return FieldError(source, f[c_queue], "queue", "no queue named '" + s.queue + "'");
+      return CsvFieldError(source, f[c_queue], "queue", "no queue named '" + s.queue + "'");
     auto arrival = NumberField(source, f[c_arrival], "arrival_s", 0, kMaxSeconds, false);
     if (!arrival.ok()) return arrival.status();
     s.arrival = *arrival;
@@ -601,41 +578,43 @@ Result<std::vector<QueueJob>> ParseQueueWorkload(std::string_view text, const st
     if (!duration.ok()) return duration.status();
     job.duration_s = *duration;
     if (present(c_pods)) {
-      auto pods = IntField(source, f[c_pods], "pods", 1, static_cast<int64_t>(kPodsPerJob) - 1);
+      auto pods = ParseCsvInt(source, f[c_pods], "pods", 1, static_cast<int64_t>(kPodsPerJob) - 1);
       if (!pods.ok()) return pods.status();
       s.pods = static_cast<int>(*pods);
     }
     if (present(c_min)) {
-      auto min = IntField(source, f[c_min], "min_member", 0, s.pods);
+      auto min = ParseCsvInt(source, f[c_min], "min_member", 0, s.pods);
       if (!min.ok()) return min.status();
       s.min_member = static_cast<int>(*min);
     }
-    auto cpu = IntField(source, f[c_cpu], "cpu_milli", 0, kMaxCpuMilli);
+    auto cpu = ParseCsvInt(source, f[c_cpu], "cpu_milli", 0, kMaxCpuMilli);
     if (!cpu.ok()) return cpu.status();
-    auto mem = IntField(source, f[c_mem], "memory_mib", 0, kMaxMemMib);
+    auto mem = ParseCsvInt(source, f[c_mem], "memory_mib", 0, kMaxMemMib);
     if (!mem.ok()) return mem.status();
-    auto num = IntField(source, f[c_num], "num_gpu", 0, kMaxGpusPerNode);
+    auto num = ParseCsvInt(source, f[c_num], "num_gpu", 0, kMaxGpusPerNode);
     if (!num.ok()) return num.status();
-    auto milli = IntField(source, f[c_milli], "gpu_milli", 0, 1000);
+    auto milli = ParseCsvInt(source, f[c_milli], "gpu_milli", 0, 1000);
     if (!milli.ok()) return milli.status();
     if ((*num == 0) != (*milli == 0))
-      return FieldError(source, f[c_milli], "gpu_milli",
-                        "num_gpu " + std::to_string(*num) + " with gpu_milli " +
-                            std::to_string(*milli) + ": both must be zero or both positive");
+      return CsvFieldError(source, f[c_milli], "gpu_milli",
+                           "num_gpu " + std::to_string(*num) + " with gpu_milli " +
+                               std::to_string(*milli) + ": both must be zero or both positive");
     if (*num > 1 && *milli != 1000)
-      return FieldError(
+      return CsvFieldError(
           source, f[c_milli], "gpu_milli",
           "a multi-GPU pod must ask for whole GPUs (1000), got " + std::to_string(*milli));
     s.pod = Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
     if (present(c_model)) {
       auto mask = ParseModelList(f[c_model].text);
-      if (!mask.ok()) return FieldError(source, f[c_model], "gpu_model", mask.status().message());
+      if (!mask.ok())
+        return CsvFieldError(source, f[c_model], "gpu_model", mask.status().message());
       if (*num == 0)
-        return FieldError(source, f[c_model], "gpu_model", "GPU models given for a CPU-only job");
+        return CsvFieldError(source, f[c_model], "gpu_model",
+                             "GPU models given for a CPU-only job");
       s.pod.models = *mask;
     }
     if (present(c_prio)) {
-      auto prio = IntField(source, f[c_prio], "priority", -kMaxPriority, kMaxPriority);
+      auto prio = ParseCsvInt(source, f[c_prio], "priority", -kMaxPriority, kMaxPriority);
       if (!prio.ok()) return prio.status();
       s.priority = static_cast<int>(*prio);
     }
@@ -647,8 +626,8 @@ Result<std::vector<QueueJob>> ParseQueueWorkload(std::string_view text, const st
         s.topology = TopologyKind::kSameLabel;
         s.topology_label = t.substr(6);
       } else {
-        return FieldError(source, f[c_topo], "topology",
-                          "'" + t + "' is not empty, 'same-node' or 'label:<key>'");
+        return CsvFieldError(source, f[c_topo], "topology",
+                             "'" + t + "' is not empty, 'same-node' or 'label:<key>'");
       }
     }
     if (present(c_timeout)) {

@@ -44,29 +44,6 @@ class Columns {
   size_t width_ = 0;
 };
 
-Status FieldError(const std::string& source, const CsvField& f, const std::string& column,
-                  const std::string& what) {
-  return InvalidArgument(Where(source, f.line, f.column) + ": column '" + column + "': " + what);
-}
-
-Result<int64_t> ParseInt(const std::string& source, const CsvField& f, const std::string& column,
-                         int64_t min, int64_t max) {
-  int64_t v = 0;
-  const char* b = f.text.data();
-  const char* e = b + f.text.size();
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (f.text.empty()) return FieldError(source, f, column, "empty value, expected an integer");
-  if (ec == std::errc::result_out_of_range)
-    return FieldError(source, f, column, "'" + f.text + "' is out of range");
-  if (ec != std::errc() || p != e)
-    return FieldError(source, f, column, "'" + f.text + "' is not an integer");
-  if (v < min || v > max)
-    return FieldError(source, f, column,
-                      std::to_string(v) + " outside the allowed range " + std::to_string(min) +
-                          ".." + std::to_string(max));
-  return v;
-}
-
 Result<CsvRow> CheckWidth(const CsvRow& row, const Columns& cols, const std::string& source) {
   if (row.fields.size() != cols.width())
     return InvalidArgument(Where(source, row.line, 1) + ": expected " +
@@ -117,28 +94,30 @@ Result<std::vector<NodeSpec>> ParseNodesCsv(std::string_view content, const std:
     const auto& f = row->fields;
     NodeSpec n;
     n.name = f[c_sn].text;
-    if (n.name.empty()) return FieldError(source, f[c_sn], "sn", "empty node name");
+    if (n.name.empty()) return CsvFieldError(source, f[c_sn], "sn", "empty node name");
     if (!names.insert(n.name).second)
-      return FieldError(source, f[c_sn], "sn", "duplicate node name '" + n.name + "'");
-    auto cpu = ParseInt(source, f[c_cpu], "cpu_milli", 1, kMaxCpuMilli);
+      return CsvFieldError(source, f[c_sn], "sn", "duplicate node name '" + n.name + "'");
+    auto cpu = ParseCsvInt(source, f[c_cpu], "cpu_milli", 1, kMaxCpuMilli);
     if (!cpu.ok()) return cpu.status();
-    auto mem = ParseInt(source, f[c_mem], "memory_mib", 1, kMaxMemMib);
+    auto mem = ParseCsvInt(source, f[c_mem], "memory_mib", 1, kMaxMemMib);
     if (!mem.ok()) return mem.status();
-    auto gpu = ParseInt(source, f[c_gpu], "gpu", 0, kMaxGpusPerNode);
+    auto gpu = ParseCsvInt(source, f[c_gpu], "gpu", 0, kMaxGpusPerNode);
     if (!gpu.ok()) return gpu.status();
     n.cpu = MilliCpu(*cpu);
     n.memory = MiB(*mem);
     n.gpu_count = static_cast<int>(*gpu);
     const std::string& model = f[c_model].text;
     if (n.gpu_count > 0) {
-      if (model.empty()) return FieldError(source, f[c_model], "model", "GPU node without a model");
+      if (model.empty())
+        return CsvFieldError(source, f[c_model], "model", "GPU node without a model");
       auto id = cat.Find(model);
       if (!id)
-        return FieldError(source, f[c_model], "model",
-                          "unknown GPU model '" + model + "' (known: " + cat.KnownNames() + ")");
+        return CsvFieldError(source, f[c_model], "model",
+                             "unknown GPU model '" + model + "' (known: " + cat.KnownNames() + ")");
       n.model = *id;
     } else if (!model.empty()) {
-      return FieldError(source, f[c_model], "model", "model '" + model + "' on a node with 0 GPUs");
+      return CsvFieldError(source, f[c_model], "model",
+                           "model '" + model + "' on a node with 0 GPUs");
     }
     out.push_back(std::move(n));
   }
@@ -166,44 +145,44 @@ Result<std::vector<Workload>> ParsePodsCsv(std::string_view content, const std::
     const auto& f = row->fields;
     Workload w;
     w.name = f[c_name].text;
-    if (w.name.empty()) return FieldError(source, f[c_name], "name", "empty pod name");
+    if (w.name.empty()) return CsvFieldError(source, f[c_name], "name", "empty pod name");
     if (!names.insert(w.name).second)
-      return FieldError(source, f[c_name], "name", "duplicate pod name '" + w.name + "'");
-    auto cpu = ParseInt(source, f[c_cpu], "cpu_milli", 0, kMaxCpuMilli);
+      return CsvFieldError(source, f[c_name], "name", "duplicate pod name '" + w.name + "'");
+    auto cpu = ParseCsvInt(source, f[c_cpu], "cpu_milli", 0, kMaxCpuMilli);
     if (!cpu.ok()) return cpu.status();
-    auto mem = ParseInt(source, f[c_mem], "memory_mib", 0, kMaxMemMib);
+    auto mem = ParseCsvInt(source, f[c_mem], "memory_mib", 0, kMaxMemMib);
     if (!mem.ok()) return mem.status();
-    auto num = ParseInt(source, f[c_num], "num_gpu", 0, kMaxGpusPerNode);
+    auto num = ParseCsvInt(source, f[c_num], "num_gpu", 0, kMaxGpusPerNode);
     if (!num.ok()) return num.status();
-    auto milli = ParseInt(source, f[c_milli], "gpu_milli", 0, 1000);
+    auto milli = ParseCsvInt(source, f[c_milli], "gpu_milli", 0, 1000);
     if (!milli.ok()) return milli.status();
     if ((*num == 0) != (*milli == 0))
-      return FieldError(source, f[c_milli], "gpu_milli",
-                        "num_gpu " + std::to_string(*num) + " with gpu_milli " +
-                            std::to_string(*milli) + ": both must be zero or both positive");
+      return CsvFieldError(source, f[c_milli], "gpu_milli",
+                           "num_gpu " + std::to_string(*num) + " with gpu_milli " +
+                               std::to_string(*milli) + ": both must be zero or both positive");
     if (*num > 1 && *milli != 1000)
-      return FieldError(
+      return CsvFieldError(
           source, f[c_milli], "gpu_milli",
           "a multi-GPU pod must ask for whole GPUs (1000), got " + std::to_string(*milli));
     w.demand =
         Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
     if (c_spec >= 0 && !f[c_spec].text.empty()) {
       auto mask = ParseModelList(f[c_spec].text);
-      if (!mask.ok()) return FieldError(source, f[c_spec], "gpu_spec", mask.status().message());
+      if (!mask.ok()) return CsvFieldError(source, f[c_spec], "gpu_spec", mask.status().message());
       if (*num == 0)
-        return FieldError(source, f[c_spec], "gpu_spec", "GPU models given for a CPU-only pod");
+        return CsvFieldError(source, f[c_spec], "gpu_spec", "GPU models given for a CPU-only pod");
       w.demand.models = *mask;
     }
     if (c_create >= 0) {
-      auto t = ParseInt(source, f[c_create], "creation_time", 0, INT64_MAX / 4);
+      auto t = ParseCsvInt(source, f[c_create], "creation_time", 0, INT64_MAX / 4);
       if (!t.ok()) return t.status();
       w.creation = *t;
     }
     if (c_delete >= 0 && !f[c_delete].text.empty()) {
-      auto t = ParseInt(source, f[c_delete], "deletion_time", 0, INT64_MAX / 4);
+      auto t = ParseCsvInt(source, f[c_delete], "deletion_time", 0, INT64_MAX / 4);
       if (!t.ok()) return t.status();
       if (*t < w.creation)
-        return FieldError(
+        return CsvFieldError(
             source, f[c_delete], "deletion_time",
             "deletion " + std::to_string(*t) + " before creation " + std::to_string(w.creation));
       w.deletion = *t;
