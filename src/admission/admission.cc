@@ -1,10 +1,12 @@
 #include "admission/admission.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <span>
 
 namespace tessera {
 
@@ -89,8 +91,41 @@ struct Admission::Impl {
   std::unordered_map<std::string, int> queue_index;
   std::vector<std::vector<int>> cohort_members;  // per queue: queues of its cohort (incl. itself)
   std::vector<double> gpu_eq;                    // per catalog model
+  mutable std::unordered_map<ModelMask, double> min_weight;  // MinWeight by model mask
+  std::vector<double> weights;         // distinct GPU-equivalent weights, ascending
+  std::vector<ModelMask> models_upto;  // per weight: the models weighing no more
+  ModelMask all_models = 0;
+  // Flavors by name id: flavor_ids[q][f] is the id of queue q's flavor f; flavor_by_id[q][id]
+  // is its index in queue q, or -1.
+  std::vector<std::vector<int>> flavor_ids;
+  std::vector<std::vector<int>> flavor_by_id;
   double last_now = -1;
   double capacity[kDims] = {1, 1, 1};
+
+  // Placement failures seen in the current cycle, for jobs without a reservation. Within a
+  // cycle capacity only shrinks (admissions, reservations) until a preemption frees some, so a
+  // job asking no less than a failed one, on the same nodes, fails too and is not retried.
+  // Cleared at the start of every cycle and after every preemption; not used while preempting.
+  struct Failure {
+    Demand d;  // flavor-restricted pod demand
+    const std::vector<uint8_t>* only = nullptr;
+    int pods = 1, need = 1;
+    TopologyKind topology = TopologyKind::kNone;
+    std::string label;
+    std::string job;  // name of the job that failed
+    std::string why;
+    // No node was refused for CPU or memory (a single pod): the GPU terms alone refused it, so
+    // any CPU and memory request fails with GPU terms no easier.
+    bool gpu_bound = false;
+  };
+  static constexpr size_t kMaxFailures = 256;
+  std::vector<Failure> failures;
+  bool failure_cache = false;  // on while the cycle's ordered pass runs, off while preempting
+
+  // Per cycle: node groups by label value for each topology label key (all nodes), and scratch.
+  std::map<std::string, std::vector<std::vector<NodeIdx>>> label_groups;
+  std::vector<uint8_t> base_buf, allowed_buf;
+  std::vector<NodeIdx> group_buf;
 
   explicit Impl(Admission* a) : self(a) {}
 
@@ -104,10 +139,12 @@ struct Admission::Impl {
   // Smallest GPU-equivalent weight among the models a flavor (and the pod) allow: a quota
   // check with it is a lower bound of the real charge, known once the pods are placed.
   double MinWeight(ModelMask models) const {
+    auto it = min_weight.find(models);
+    if (it != min_weight.end()) return it->second;
     double w = 0;
     for (size_t m = 0; m < gpu_eq.size(); ++m)
       if (models == 0 || ((models >> m) & 1)) w = w == 0 ? gpu_eq[m] : std::min(w, gpu_eq[m]);
-    return w > 0 ? w : 1.0;
+    return min_weight[models] = w > 0 ? w : 1.0;
   }
 
   Resources PodCharge(const Demand& d, GpuModelId model) const {
@@ -115,46 +152,143 @@ struct Admission::Impl {
   }
 
   Resources EstimateCharge(const JobSpec& j, int pods, ModelMask models) const {
-    const double w = MinWeight(models);
+    return ChargeAt(j, pods, MinWeight(models));
+  }
+
+  Resources ChargeAt(const JobSpec& j, int pods, double w) const {
     const int64_t g =
         static_cast<int64_t>(std::llround(static_cast<double>(j.pod.TotalMilliGpu()) * w));
     return {g * pods, j.pod.cpu.v * pods, j.pod.memory.v * pods};
   }
 
-  int FlavorOf(int q, const std::string& name) const {
-    const auto& fl = Q(q).flavors;
-    for (size_t i = 0; i < fl.size(); ++i)
-      if (fl[i].name == name) return static_cast<int>(i);
-    return -1;
+  // The GPU models (within `models`, 0 = any) that j's queue can pay for on flavor f: with
+  // models of different GPU-equivalent weights, a placement on a heavier one could exceed the
+  // quota that a lighter one fits. Returns `models` itself when no model is excluded. Call
+  // only after the quota check with the lightest model passed.
+  ModelMask AffordableModels(const Job& j, int f, ModelMask models, int need) const {
+    if (j.spec.pod.num_gpu == 0 || weights.size() < 2) return models;
+    const ModelMask allowed = models == 0 ? all_models : models;
+    ModelMask ok = 0;
+    for (size_t k = 0; k < weights.size(); ++k) {
+      const ModelMask upto = allowed & models_upto[k];
+      if (upto == ok) continue;
+      Resources c = ChargeAt(j.spec, need, weights[k]);
+      if (j.has_reservation && j.res_flavor == f) c = Max0(c - j.res_charge);
+      if (!QuotaFits(j.queue, f, c, false).ok()) break;
+      ok = upto;
+    }
+    return ok == allowed || ok == 0 ? models : ok;
   }
 
-  // Quota check of `r` more for queue q on flavor f. Ok, or the exact reason.
-  Status QuotaFits(int q, int f, const Resources& r, bool* borrows) const {
+  // Index in queue o of the flavor that queue q calls f; -1 if o has no flavor of that name.
+  int FlavorIn(int o, int q, int f) const {
+    return flavor_by_id[o][static_cast<size_t>(flavor_ids[q][f])];
+  }
+
+  // The shape of a placement attempt: what a failure is remembered by.
+  struct Shape {
+    const Demand& d;
+    const std::vector<uint8_t>* only;
+    int pods, need;
+    TopologyKind topology;
+    const std::string& label;
+    bool gpu_bound = false;
+  };
+  static Shape ShapeOf(const Failure& e) {
+    return {e.d, e.only, e.pods, e.need, e.topology, e.label, e.gpu_bound};
+  }
+
+  // True if every attempt of shape b fails when one of shape a did: the same nodes and either
+  // the same gang, or a single pod asking no less on every dimension (FilterNode is monotone),
+  // CPU and memory not counting when a's refusals were all for GPU terms.
+  static bool Covers(const Shape& a, const Shape& b) {
+    if (a.only != b.only) return false;
+    const bool sa = a.pods == 1 && a.topology == TopologyKind::kNone;
+    const bool sb = b.pods == 1 && b.topology == TopologyKind::kNone;
+    if (sa != sb) return false;
+    if (!sa)
+      return a.d == b.d && a.pods == b.pods && a.need == b.need && a.topology == b.topology &&
+             a.label == b.label;
+    if (b.d.num_gpu < a.d.num_gpu) return false;
+    if (!a.gpu_bound && (b.d.cpu.v < a.d.cpu.v || b.d.memory.v < a.d.memory.v)) return false;
+    if (a.d.num_gpu == 0) return true;
+    if (b.d.gpu_milli < a.d.gpu_milli) return false;
+    if (a.d.models == 0) return true;
+    return b.d.models != 0 && (b.d.models & ~a.d.models) == 0;
+  }
+
+  const Failure* KnownFailure(const Shape& s) const {
+    for (const Failure& e : failures)
+      if (Covers(ShapeOf(e), s)) return &e;
+    return nullptr;
+  }
+
+  void RememberFailure(const Shape& s, const std::string& job, const std::string& why) {
+    Failure e{s.d, s.only, s.pods, s.need, s.topology, s.label, job, why, s.gpu_bound};
+    // Entries the new one covers are redundant.
+    std::erase_if(failures, [&](const Failure& old) { return Covers(ShapeOf(e), ShapeOf(old)); });
+    if (failures.size() < kMaxFailures) failures.push_back(std::move(e));
+  }
+
+  // Quota check of `r` more for queue q on flavor f. Ok, or the exact reason (an empty
+  // message when `explain` is false).
+  // Recent quota refusals per queue and flavor with the inputs of their messages; a message is
+  // a pure function of them, so an identical refusal reuses it instead of formatting again.
+  struct QuotaMemo {
+    int kind = -1;  // 0 borrowing limit, 1 quota exhausted
+    int dim = 0;
+    int64_t asked = 0;
+    Resources usage, pool;
+    std::string message;
+  };
+  static constexpr size_t kQuotaMemos = 8;
+  struct QuotaMemos {
+    std::array<QuotaMemo, kQuotaMemos> slot;
+    size_t next = 0;
+  };
+  mutable std::vector<std::vector<QuotaMemos>> quota_memo;  // per queue, per flavor
+
+  // Quota check of `r` more for queue q on flavor f. Ok, or the exact reason (an empty
+  // message when `explain` is false).
+  Status QuotaFits(int q, int f, const Resources& r, bool explain = true) const {
     const FlavorQuota& fq = Q(q).flavors[f];
     const Resources& u = qs[q].usage[f];
     const Resources after = u + r;
-    if (borrows) *borrows = !after.FitsIn(fq.nominal);
     if (after.FitsIn(fq.nominal)) return Status::Ok();
     const Resources need = Max0(after - fq.nominal);
+    auto refuse = [&](int kind, int d, const Resources& pool, auto&& make) {
+      QuotaMemos& ms = quota_memo[q][f];
+      for (const QuotaMemo& m : ms.slot)
+        if (m.kind == kind && m.dim == d && m.asked == Dim(r, d) && m.usage == u && m.pool == pool)
+          return ResourceExhausted(m.message);
+      QuotaMemo& m = ms.slot[ms.next];
+      ms.next = (ms.next + 1) % kQuotaMemos;
+      m = {kind, d, Dim(r, d), u, pool, make()};
+      return ResourceExhausted(m.message);
+    };
     if (fq.borrowing_limit && !after.FitsIn(fq.nominal + *fq.borrowing_limit)) {
+      if (!explain) return ResourceExhausted("");
       for (int d = 0; d < kDims; ++d) {
         if (Dim(after, d) > Dim(fq.nominal + *fq.borrowing_limit, d))
-          return ResourceExhausted(std::string(DimName(d)) + " borrowing limit of " + fq.name +
-                                   " in " + Q(q).name + " reached (" + Usage(u, fq, d) + ", " +
-                                   Amount(r, d) + " asked)");
+          return refuse(0, d, Resources{}, [&] {
+            return std::string(DimName(d)) + " borrowing limit of " + fq.name + " in " + Q(q).name +
+                   " reached (" + Usage(u, fq, d) + ", " + Amount(r, d) + " asked)";
+          });
       }
     }
-    const Resources pool = Lendable(q, fq.name);
+    const Resources pool = Lendable(q, f);
     for (int d = 0; d < kDims; ++d) {
       if (Dim(need, d) > Dim(pool, d)) {
-        if (Q(q).cohort.empty())
-          return ResourceExhausted("quota of " + fq.name + " in " + Q(q).name + " exhausted (" +
-                                   Usage(u, fq, d) + ", " + Amount(r, d) +
-                                   " asked; no cohort to borrow from)");
-        return ResourceExhausted("quota of " + fq.name + " in " + Q(q).name + " exhausted (" +
-                                 Usage(u, fq, d) + ", " + Amount(r, d) + " asked; cohort " +
-                                 Q(q).cohort + " lends " + Amount(pool, d) + ", " +
-                                 Amount(Max0(pool - Max0(u - fq.nominal)), d) + " of it left)");
+        if (!explain) return ResourceExhausted("");
+        return refuse(1, d, pool, [&] {
+          if (Q(q).cohort.empty())
+            return "quota of " + fq.name + " in " + Q(q).name + " exhausted (" + Usage(u, fq, d) +
+                   ", " + Amount(r, d) + " asked; no cohort to borrow from)";
+          return "quota of " + fq.name + " in " + Q(q).name + " exhausted (" + Usage(u, fq, d) +
+                 ", " + Amount(r, d) + " asked; cohort " + Q(q).cohort + " lends " +
+                 Amount(pool, d) + ", " + Amount(Max0(pool - Max0(u - fq.nominal)), d) +
+                 " of it left)";
+        });
       }
     }
     return Status::Ok();
@@ -172,10 +306,10 @@ struct Admission::Impl {
   }
 
   // Capacity the rest of q's cohort can lend on flavor `name`, after what is already borrowed.
-  Resources Lendable(int q, const std::string& name) const {
+  Resources Lendable(int q, int qf) const {
     Resources lend, borrowed;
     for (int o : cohort_members[q]) {
-      const int f = FlavorOf(o, name);
+      const int f = FlavorIn(o, q, qf);
       if (f < 0) continue;
       const FlavorQuota& fq = Q(o).flavors[f];
       const Resources& u = qs[o].usage[f];
@@ -252,36 +386,30 @@ struct Admission::Impl {
 
   // Tries to place min_member..pods pods of job j with pod demand `d`; all or nothing.
   // On success the pods are allocated and recorded in j.
-  bool PlaceGang(ClusterState& state, Job& j, const Demand& d, std::string* why) {
+  // *gpu_bound (if given) is set when a single pod found no node and no node refused it for CPU
+  // or memory.
+  bool PlaceGang(ClusterState& state, Job& j, const Demand& d, std::string* why,
+                 bool* gpu_bound = nullptr) {
     const int want = j.spec.pods;
     const int need = j.spec.min_member > 0 ? j.spec.min_member : want;
     const size_t nodes = state.num_nodes();
     // Allowed nodes: not reserved by another job (backfill), plus the job's own reservation.
-    std::vector<uint8_t> base(nodes, 1);
-    bool restricted = false;
     const auto* only = j.spec.allowed_nodes.get();
-    if (any_reservation || only) {
+    const std::vector<uint8_t>* base = nullptr;  // null: every node
+    if (!j.has_reservation && !only) {
+      if (any_reservation) base = &free_mask;
+    } else if (any_reservation || only) {
+      bool restricted = false;
+      base_buf.assign(nodes, 1);
       for (size_t n = 0; n < nodes; ++n) {
-        base[n] = (!any_reservation || free_mask[n] ||
-                   (j.has_reservation && n < j.reserved.size() && j.reserved[n])) &&
-                  (!only || (n < only->size() && (*only)[n]));
-        restricted |= !base[n];
+        base_buf[n] = (!any_reservation || free_mask[n] ||
+                       (j.has_reservation && n < j.reserved.size() && j.reserved[n])) &&
+                      (!only || (n < only->size() && (*only)[n]));
+        restricted |= !base_buf[n];
       }
+      if (restricted) base = &base_buf;
     }
-    // Topology groups: same node, or same label value.
-    std::vector<std::vector<NodeIdx>> groups;
-    if (j.spec.topology == TopologyKind::kSameNode) {
-      for (NodeIdx n = 0; n < nodes; ++n)
-        if (base[n]) groups.push_back({n});
-    } else if (j.spec.topology == TopologyKind::kSameLabel) {
-      std::map<std::string, std::vector<NodeIdx>> by;
-      for (NodeIdx n = 0; n < nodes; ++n) {
-        if (!base[n]) continue;
-        auto it = state.spec(n).labels.find(j.spec.topology_label);
-        if (it != state.spec(n).labels.end()) by[it->second].push_back(n);
-      }
-      for (auto& [v, ns] : by) groups.push_back(std::move(ns));
-    }
+    auto allowed_node = [&](NodeIdx n) { return !base || (*base)[n]; };
     auto attempt = [&](const std::vector<uint8_t>* allowed, std::string* reason) {
       std::vector<WorkloadId> ids;
       std::vector<Placement> places;
@@ -290,6 +418,8 @@ struct Admission::Impl {
         Decision dec = self->engine_.Decide(state, pid, d, allowed);
         if (!dec.placed) {
           if (reason && static_cast<int>(ids.size()) < need) *reason = dec.reasons.Summary();
+          if (gpu_bound && want == 1 && d.num_gpu > 0)
+            *gpu_bound = dec.reasons.cpu == 0 && dec.reasons.memory == 0;
           break;
         }
         if (!state.Allocate(pid, d, dec.placement).ok()) break;
@@ -307,9 +437,38 @@ struct Admission::Impl {
       j.placements = std::move(places);
       return true;
     };
-    if (j.spec.topology == TopologyKind::kNone) {
-      return attempt(restricted ? &base : nullptr, why);
+    if (j.spec.topology == TopologyKind::kNone) return attempt(base, why);
+    // Topology groups (same node, or same label value) as spans into group_buf.
+    group_buf.clear();
+    std::vector<std::pair<size_t, size_t>> groups;  // offset, length
+    if (j.spec.topology == TopologyKind::kSameNode) {
+      for (NodeIdx n = 0; n < nodes; ++n) {
+        if (!allowed_node(n)) continue;
+        groups.push_back({group_buf.size(), 1});
+        group_buf.push_back(n);
+      }
+    } else {
+      auto it = label_groups.find(j.spec.topology_label);
+      if (it == label_groups.end()) {
+        std::map<std::string, std::vector<NodeIdx>> by;
+        for (NodeIdx n = 0; n < nodes; ++n) {
+          auto l = state.spec(n).labels.find(j.spec.topology_label);
+          if (l != state.spec(n).labels.end()) by[l->second].push_back(n);
+        }
+        std::vector<std::vector<NodeIdx>> all;
+        for (auto& [v, ns] : by) all.push_back(std::move(ns));
+        it = label_groups.emplace(j.spec.topology_label, std::move(all)).first;
+      }
+      for (const auto& ns : it->second) {
+        const size_t off = group_buf.size();
+        for (NodeIdx n : ns)
+          if (allowed_node(n)) group_buf.push_back(n);
+        if (group_buf.size() > off) groups.push_back({off, group_buf.size() - off});
+      }
     }
+    auto members = [&](size_t g) {
+      return std::span<const NodeIdx>(group_buf.data() + groups[g].first, groups[g].second);
+    };
     if (groups.empty()) {
       *why = j.spec.topology == TopologyKind::kSameLabel
                  ? "no node carries label " + j.spec.topology_label
@@ -320,15 +479,19 @@ struct Admission::Impl {
     std::vector<std::pair<int64_t, size_t>> order;
     for (size_t g = 0; g < groups.size(); ++g) {
       int64_t slots = 0, cpu = 0, mem = 0;
-      for (NodeIdx n : groups[g]) {
+      for (NodeIdx n : members(g)) {
         const NodeFree& f = state.free(n);
         cpu += f.cpu;
         mem += f.memory;
         if (d.num_gpu == 0) continue;
         if (!d.AllowsModel(f.model)) continue;
         int per = 0;
-        for (int k = 0; k < f.gpu_count; ++k) per += d.gpu_milli > 0 ? f.gpu[k] / d.gpu_milli : 0;
-        slots += per / d.num_gpu;
+        if (d.gpu_milli >= 1000) {
+          for (int k = 0; k < f.gpu_count; ++k) per += f.gpu[k] >= d.gpu_milli;
+        } else if (d.gpu_milli > 0) {
+          for (int k = 0; k < f.gpu_count; ++k) per += f.gpu[k] / d.gpu_milli;
+        }
+        slots += d.num_gpu == 1 ? per : per / d.num_gpu;
       }
       const bool fits =
           cpu >= d.cpu.v * need && mem >= d.memory.v * need && (d.num_gpu == 0 || slots >= need);
@@ -344,11 +507,12 @@ struct Admission::Impl {
       return false;
     }
     const size_t tries = std::min<size_t>(order.size(), 16);
-    std::vector<uint8_t> allowed(nodes, 0);
+    allowed_buf.assign(nodes, 0);
     for (size_t t = 0; t < tries; ++t) {
-      std::fill(allowed.begin(), allowed.end(), 0);
-      for (NodeIdx n : groups[order[t].second]) allowed[n] = 1;
-      if (attempt(&allowed, why)) return true;
+      for (NodeIdx n : members(order[t].second)) allowed_buf[n] = 1;
+      const bool ok = attempt(&allowed_buf, why);
+      for (NodeIdx n : members(order[t].second)) allowed_buf[n] = 0;
+      if (ok) return true;
     }
     return false;
   }
@@ -389,15 +553,28 @@ struct Admission::Impl {
     // A reservation's charge is already in usage: check only the remainder.
     Resources est = EstimateCharge(j.spec, need, d.models);
     if (j.has_reservation && j.res_flavor == f) est = Max0(est - j.res_charge);
-    Status q = QuotaFits(j.queue, f, est, nullptr);
+    Status q = QuotaFits(j.queue, f, est);
     if (!q.ok()) {
       j.why = q.message();
       return false;
     }
+    d.models = AffordableModels(j, f, d.models, need);
+    const bool cached = failure_cache && !j.has_reservation;
+    Shape shape{
+        d, j.spec.allowed_nodes.get(), j.spec.pods, need, j.spec.topology, j.spec.topology_label};
+    if (cached) {
+      if (const Failure* e = KnownFailure(shape)) {
+        *placement_failed = true;
+        j.why = "no placement: " + e->why + " (found this cycle for " + e->job +
+                ", which asks no more)";
+        return false;
+      }
+    }
     std::string why;
-    if (!PlaceGang(state, j, d, &why)) {
+    if (!PlaceGang(state, j, d, &why, &shape.gpu_bound)) {
       *placement_failed = true;
       j.why = "no placement: " + why;
+      if (cached) RememberFailure(shape, j.spec.name, why);
       return false;
     }
     Resources charge;
@@ -405,7 +582,7 @@ struct Admission::Impl {
       charge += PodCharge(d, state.free(j.placements[i].node).model);
     Resources exact = charge;
     if (j.has_reservation && j.res_flavor == f) exact = Max0(exact - j.res_charge);
-    Status exact_fit = QuotaFits(j.queue, f, exact, nullptr);
+    Status exact_fit = QuotaFits(j.queue, f, exact);
     if (!exact_fit.ok()) {
       for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
       j.pods.clear();
@@ -466,7 +643,7 @@ struct Admission::Impl {
     }
     if (slots < need) return;
     const Resources charge = EstimateCharge(j.spec, need, models);
-    if (!QuotaFits(j.queue, f, charge, nullptr).ok()) return;
+    if (!QuotaFits(j.queue, f, charge).ok()) return;
     j.has_reservation = true;
     j.reserved = std::move(mask);
     j.res_flavor = f;
@@ -491,7 +668,20 @@ struct Admission::Impl {
   }
 
   // Preemption for j on flavor f. Returns true if j was admitted after evicting victims.
-  bool Preempt(ClusterState& state, Job& j, int f, double now, CycleResult& out) {
+  // `placement_failed`: j's placement on f failed in this cycle with the cluster as it is now,
+  // so only nodes that victims free can take a single pod.
+  bool Preempt(ClusterState& state, Job& j, int f, double now, bool placement_failed,
+               CycleResult& out) {
+    const bool cache = failure_cache;
+    failure_cache = false;
+    const bool admitted = PreemptImpl(state, j, f, now, placement_failed, out);
+    failure_cache = cache;
+    if (admitted) failures.clear();  // capacity was freed
+    return admitted;
+  }
+
+  bool PreemptImpl(ClusterState& state, Job& j, int f, double now, bool placement_failed,
+                   CycleResult& out) {
     const QueueSpec& qspec = Q(j.queue);
     const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;
     const Resources est = EstimateCharge(j.spec, need, j.spec.pod.models);
@@ -512,7 +702,7 @@ struct Admission::Impl {
     if (qspec.reclaim && within_nominal && !qspec.cohort.empty()) {
       for (int o : cohort_members[j.queue]) {
         if (o == j.queue) continue;
-        const int vf = FlavorOf(o, qspec.flavors[f].name);
+        const int vf = FlavorIn(o, j.queue, f);
         if (vf >= 0 && Borrowing(o, vf)) where.push_back(o);
       }
     }
@@ -525,7 +715,7 @@ struct Admission::Impl {
         if (v.queue == j.queue && qspec.preempt_within_queue && v.spec.priority < j.spec.priority)
           ok = true;
         if (!ok && v.queue != j.queue) {
-          const int vf = FlavorOf(v.queue, qspec.flavors[f].name);
+          const int vf = FlavorIn(v.queue, j.queue, f);
           if (vf >= 0 && vf == v.flavor) ok = reclaim = true;
         }
         if (!ok) continue;
@@ -535,14 +725,75 @@ struct Admission::Impl {
       }
     }
     if (cands.empty()) return false;
-    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    auto cheaper = [](const Cand& a, const Cand& b) {
       if (a.lost != b.lost) return a.lost < b.lost;
       if (a.priority != b.priority) return a.priority < b.priority;
       if (a.start != b.start) return a.start > b.start;
       return a.id < b.id;
-    });
-    if (static_cast<int>(cands.size()) > self->config_.max_victims_per_attempt)
-      cands.resize(static_cast<size_t>(self->config_.max_victims_per_attempt));
+    };
+    const size_t limit = static_cast<size_t>(self->config_.max_victims_per_attempt);
+    if (cands.size() > limit) {
+      std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(limit),
+                        cands.end(), cheaper);
+      cands.resize(limit);
+    } else {
+      std::sort(cands.begin(), cands.end(), cheaper);
+    }
+    // Necessary conditions for fits(), cheap to check: the quota check TryAdmit starts with,
+    // and, for a single pod that found no node before, a node freed by a victim that now fits.
+    Demand fd = j.spec.pod;
+    const FlavorQuota& ffq = qspec.flavors[f];
+    if (fd.num_gpu > 0 && ffq.models != 0) {
+      fd.models = fd.models == 0 ? ffq.models : (fd.models & ffq.models);
+      if (fd.models == 0) return false;  // TryAdmit refuses this flavor
+    }
+    Resources est_rest = EstimateCharge(j.spec, need, fd.models);
+    if (j.has_reservation && j.res_flavor == f) est_rest = Max0(est_rest - j.res_charge);
+    const bool single_pod = j.spec.pods == 1 && j.spec.topology == TopologyKind::kNone;
+    const auto* only = j.spec.allowed_nodes.get();
+    auto node_allowed = [&](NodeIdx n) {
+      return (!any_reservation || free_mask[n] ||
+              (j.has_reservation && n < j.reserved.size() && j.reserved[n])) &&
+             (!only || (n < only->size() && (*only)[n]));
+    };
+    // A hopeless attempt ends here, before anything is evicted: with every candidate gone the
+    // quota check still refuses j, or (a single pod that found no node) no freed node fits it.
+    {
+      for (const Cand& c : cands) {
+        const Job& v = jobs.at(c.id);
+        qs[v.queue].usage[v.flavor] -= v.charged;
+      }
+      const bool quota_ok = QuotaFits(j.queue, f, est_rest, false).ok();
+      for (const Cand& c : cands) {
+        const Job& v = jobs.at(c.id);
+        qs[v.queue].usage[v.flavor] += v.charged;
+      }
+      if (!quota_ok) return false;
+      if (placement_failed && single_pod) {
+        std::vector<std::pair<NodeIdx, NodeFree>> freed;
+        for (const Cand& c : cands) {
+          const Job& v = jobs.at(c.id);
+          for (const Placement& p : v.placements) {
+            auto it = std::find_if(freed.begin(), freed.end(),
+                                   [&](const auto& x) { return x.first == p.node; });
+            if (it == freed.end()) {
+              freed.push_back({p.node, state.free(p.node)});
+              it = freed.end() - 1;
+            }
+            NodeFree& nf = it->second;
+            nf.cpu += v.spec.pod.cpu.v;
+            nf.memory += v.spec.pod.memory.v;
+            for (int g = 0; g < nf.gpu_count; ++g)
+              if ((p.gpus >> g) & 1)
+                nf.gpu[g] = static_cast<int16_t>(nf.gpu[g] + v.spec.pod.gpu_milli);
+          }
+        }
+        bool any = false;
+        for (const auto& [n, nf] : freed)
+          any |= node_allowed(n) && FilterNode(nf, fd) == FilterVerdict::kFits;
+        if (!any) return false;
+      }
+    }
     // Greedy: evict until j fits, then put back the victims it does not need (reverse order).
     struct Saved {
       WorkloadId id;
@@ -573,7 +824,17 @@ struct Admission::Impl {
       ++qs[v.queue].running;
       running[v.queue].insert(s.id);
     };
+    auto could_fit = [&]() {
+      if (!QuotaFits(j.queue, f, est_rest, false).ok()) return false;
+      if (!placement_failed || !single_pod) return true;
+      for (const auto& t : taken)
+        for (const Placement& p : t.places)
+          if (node_allowed(p.node) && FilterNode(state.free(p.node), fd) == FilterVerdict::kFits)
+            return true;
+      return false;
+    };
     auto fits = [&]() {
+      if (!could_fit()) return false;
       bool pf = false;
       Job probe = j;
       const QueueState saved = qs[j.queue];
@@ -673,13 +934,38 @@ Result<std::unique_ptr<Admission>> Admission::Create(std::vector<QueueSpec> queu
   const GpuCatalog& cat = GpuCatalog::Builtin();
   im.gpu_eq.assign(cat.size(), 1.0);
   for (const auto& [model, w] : a->config_.gpu_equivalents) im.gpu_eq[*cat.Find(model)] = w;
+  im.weights = im.gpu_eq;
+  std::sort(im.weights.begin(), im.weights.end());
+  im.weights.erase(std::unique(im.weights.begin(), im.weights.end()), im.weights.end());
+  for (double w : im.weights) {
+    ModelMask m = 0;
+    for (size_t k = 0; k < im.gpu_eq.size() && k < 64; ++k)
+      if (im.gpu_eq[k] <= w) m |= ModelMask{1} << k;
+    im.models_upto.push_back(m);
+  }
+  for (size_t k = 0; k < im.gpu_eq.size() && k < 64; ++k) im.all_models |= ModelMask{1} << k;
   im.qs.resize(a->queues_.size());
   im.running.resize(a->queues_.size());
+  {
+    std::map<std::string, int> ids;
+    for (const auto& q : a->queues_)
+      for (const auto& f : q.flavors) ids.emplace(f.name, static_cast<int>(ids.size()));
+    im.flavor_ids.resize(a->queues_.size());
+    im.flavor_by_id.assign(a->queues_.size(), std::vector<int>(ids.size(), -1));
+    for (size_t q = 0; q < a->queues_.size(); ++q) {
+      for (size_t f = 0; f < a->queues_[q].flavors.size(); ++f) {
+        const int id = ids.at(a->queues_[q].flavors[f].name);
+        im.flavor_ids[q].push_back(id);
+        im.flavor_by_id[q][static_cast<size_t>(id)] = static_cast<int>(f);
+      }
+    }
+  }
   im.cohort_members.resize(a->queues_.size());
   for (size_t i = 0; i < a->queues_.size(); ++i) {
     im.queue_index[a->queues_[i].name] = static_cast<int>(i);
     im.qs[i].usage.assign(a->queues_[i].flavors.size(), {});
     im.qs[i].reserved.assign(a->queues_[i].flavors.size(), {});
+    im.quota_memo.emplace_back(a->queues_[i].flavors.size());
     for (size_t k = 0; k < a->queues_.size(); ++k) {
       if (k == i || (!a->queues_[i].cohort.empty() && a->queues_[k].cohort == a->queues_[i].cohort))
         im.cohort_members[i].push_back(static_cast<int>(k));
@@ -847,7 +1133,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     im.capacity[2] = std::max<double>(1, static_cast<double>(mem));
   }
   // Pending jobs per queue, in (priority desc, arrival, id) order.
-  std::vector<std::vector<WorkloadId>> per_queue(queues_.size());
+  std::vector<std::vector<Impl::Job*>> per_queue(queues_.size());
   for (auto& [id, j] : im.jobs) {
     if (j.st != JobState::kPending) continue;
     if (j.spec.gang_timeout_s > 0 && j.has_reservation &&
@@ -855,63 +1141,70 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       im.DropReservation(j);
       j.timed_out = true;
     }
-    per_queue[j.queue].push_back(id);
+    per_queue[j.queue].push_back(&j);
   }
   for (auto& v : per_queue) {
-    std::sort(v.begin(), v.end(), [&](WorkloadId a, WorkloadId b) {
-      const auto& x = im.jobs.at(a).spec;
-      const auto& y = im.jobs.at(b).spec;
+    std::sort(v.begin(), v.end(), [](const Impl::Job* a, const Impl::Job* b) {
+      const auto& x = a->spec;
+      const auto& y = b->spec;
       if (x.priority != y.priority) return x.priority > y.priority;
       if (x.arrival != y.arrival) return x.arrival < y.arrival;
-      return a < b;
+      return x.id < y.id;
     });
   }
   im.BuildFreeMask(state.num_nodes());
+  im.failures.clear();
+  im.label_groups.clear();
+  im.failure_cache = true;
   std::vector<size_t> head(queues_.size(), 0);
   std::vector<bool> blocked(queues_.size(), false);  // strict FIFO: head could not be admitted
   int preemption_attempts = 0;
-  // Quota failures remembered per (queue, flavor): a later job needing at least as much fails too.
+  // The order key of each queue's head job; recomputed when the head or the queue's usage
+  // changes (dirty), i.e. for the queue just served, or for all queues after a preemption.
+  struct HeadKey {
+    int priority = 0;
+    bool within_nominal = false;
+    double share = 0;
+    double arrival = 0;
+    WorkloadId id = 0;
+    bool Before(const HeadKey& o) const {
+      if (priority != o.priority) return priority > o.priority;
+      if (within_nominal != o.within_nominal) return within_nominal;
+      if (share != o.share) return share < o.share;
+      if (arrival != o.arrival) return arrival < o.arrival;
+      return id < o.id;
+    }
+  };
+  std::vector<HeadKey> keys(queues_.size());
+  std::vector<bool> dirty(queues_.size(), true);
+  std::vector<bool> flavor_placement_failed;
   while (true) {
-    // Next job: highest priority head, then lowest queue share, then earliest arrival.
+    // Next job: highest priority head, then within nominal quota before borrowing, then lowest
+    // queue share, then earliest arrival.
     int best = -1;
     for (size_t q = 0; q < queues_.size(); ++q) {
       if (blocked[q] || head[q] >= per_queue[q].size()) continue;
-      if (best < 0) {
-        best = static_cast<int>(q);
-        continue;
+      if (dirty[q]) {
+        const Impl::Job& h = *per_queue[q][head[q]];
+        keys[q] = {h.spec.priority, config_.fair_sharing && im.WithinNominal(h),
+                   config_.fair_sharing ? im.Share(static_cast<int>(q)) : 0.0, h.spec.arrival,
+                   h.spec.id};
+        dirty[q] = false;
       }
-      const auto& a = im.jobs.at(per_queue[q][head[q]]).spec;
-      const auto& b = im.jobs.at(per_queue[best][head[best]]).spec;
-      if (a.priority != b.priority) {
-        if (a.priority > b.priority) best = static_cast<int>(q);
-        continue;
-      }
-      // Jobs that fit their queue's nominal quota go before jobs that would borrow.
-      const bool na = config_.fair_sharing && im.WithinNominal(im.jobs.at(per_queue[q][head[q]]));
-      const bool nb =
-          config_.fair_sharing && im.WithinNominal(im.jobs.at(per_queue[best][head[best]]));
-      if (na != nb) {
-        if (na) best = static_cast<int>(q);
-        continue;
-      }
-      if (config_.fair_sharing) {
-        const double sa = im.Share(static_cast<int>(q)), sb = im.Share(best);
-        if (sa != sb) {
-          if (sa < sb) best = static_cast<int>(q);
-          continue;
-        }
-      }
-      if (a.arrival != b.arrival ? a.arrival < b.arrival : a.id < b.id) best = static_cast<int>(q);
+      if (best < 0 || keys[q].Before(keys[best])) best = static_cast<int>(q);
     }
     if (best < 0) break;
-    Impl::Job& j = im.jobs.at(per_queue[best][head[best]++]);
+    Impl::Job& j = *per_queue[best][head[best]++];
+    dirty[best] = true;
     bool admitted = false, placement_failed = false;
     int first_flavor = -1;
     std::string first_why;
+    flavor_placement_failed.assign(queues_[best].flavors.size(), false);
     for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f) {
       bool pf = false;
       admitted = im.TryAdmit(state, j, static_cast<int>(f), now, &pf);
       if (!admitted) {
+        flavor_placement_failed[f] = pf;
         if (first_flavor < 0 || (pf && !placement_failed)) {
           first_flavor = static_cast<int>(f);
           first_why = j.why;
@@ -923,7 +1216,8 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         preemption_attempts < config_.max_preemption_attempts_per_cycle) {
       ++preemption_attempts;
       for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f)
-        admitted = im.Preempt(state, j, static_cast<int>(f), now, out);
+        admitted = im.Preempt(state, j, static_cast<int>(f), now, flavor_placement_failed[f], out);
+      if (admitted) std::fill(dirty.begin(), dirty.end(), true);
     }
     if (admitted) {
       out.admitted.push_back(j.spec.id);
@@ -945,6 +1239,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
               " s; waits without reservation (" + first_why + ")";
     if (config_.strict_fifo || (!config_.backfill && j.has_reservation)) blocked[best] = true;
   }
+  im.failure_cache = false;
   return out;
 }
 

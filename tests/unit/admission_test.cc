@@ -135,6 +135,36 @@ TEST(AdmissionQuotaTest, GpuEquivalentsMakeModelsComparable) {
   Contains(adm->WhyPending(5), "1.00 GPU-eq used of 1.00 GPU-eq, 0.25 GPU-eq asked");
 }
 
+TEST(AdmissionQuotaTest, PlacementPicksAModelTheQuotaCanPayFor) {
+  // 1.5 GPU-eq of quota; the first job takes one H100 (1.0). Of the second job's choices, an
+  // H100 would exceed the quota, an A100 (0.5) keeps within it: it must land on the A100.
+  AdmissionConfig cfg;
+  cfg.gpu_equivalents = {{"A100-80GB", 0.5}};
+  QueueSpec q = Queue("team", "", 1);
+  q.flavors[0].nominal.gpu = 1500;
+  auto adm = Make({q}, cfg);
+  ClusterState c;
+  for (const char* m : {"H100-80GB", "A100-80GB"}) {
+    NodeSpec s;
+    s.name = m;
+    s.cpu = MilliCpu(64000);
+    s.memory = MiB(512 * 1024);
+    s.gpu_count = 8;
+    s.model = Model(m);
+    ASSERT_TRUE(c.AddNode(s).ok());
+  }
+  JobSpec first = Job(1, "team");
+  first.pod.models = ModelMask{1} << Model("H100-80GB");
+  ASSERT_TRUE(adm->Submit(first).ok());
+  for (WorkloadId i = 2; i <= 3; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team", 1, 1, 0, 1)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(adm->state(1), JobState::kRunning);
+  ASSERT_EQ(adm->state(2), JobState::kRunning);
+  EXPECT_EQ(adm->Placements(2)[0].node, 1u);  // the A100 node
+  EXPECT_EQ(adm->Queues()[0].usage.gpu, 1500);
+  Contains(adm->WhyPending(3), "quota of gpu in team exhausted (1.50 GPU-eq used of 1.50");
+}
+
 TEST(AdmissionQuotaTest, FlavorsTriedInOrder) {
   ClusterState c;
   for (const char* m : {"H100-80GB", "A100-80GB"}) {
@@ -454,6 +484,88 @@ TEST(AdmissionRecoveryTest, AllowedNodesRestrictPlacement) {
   ASSERT_EQ(adm->state(1), JobState::kRunning);
   EXPECT_EQ(adm->Placements(1)[0].node, 2u);
   Contains(adm->WhyPending(2), "3 excluded (node constraints, topology or reservation)");
+}
+
+// ---- failures remembered within a cycle
+// ----------------------------------------------------------
+
+struct RememberCase {
+  const char* name;
+  int cpu_first, gpus_first;  // the first job, which cannot be placed
+  int cpu_later, gpus_later;  // a later job of the same queue
+  bool later_runs;
+  const char* later_reason;  // "" when it runs
+};
+
+TEST(AdmissionCycleTest, FailedPlacementsAreRememberedOnlyForJobsAskingNoLess) {
+  // Two nodes with 4 GPUs and 8 cores each; seven 1-GPU jobs of one core leave one GPU free.
+  const RememberCase cases[] = {
+      {"larger GPU ask fails without a new attempt", 1, 2, 1, 3, false,
+       "(found this cycle for job-8, which asks no more)"},
+      {"same ask fails without a new attempt", 1, 2, 1, 2, false,
+       "(found this cycle for job-8, which asks no more)"},
+      {"more CPU does not matter when GPUs refused it", 1, 2, 6, 2, false,
+       "(found this cycle for job-8, which asks no more)"},
+      {"smaller GPU ask is still tried and runs", 1, 2, 1, 1, true, ""},
+      {"CPU-bound failure does not cover a smaller CPU ask", 8, 1, 1, 1, true, ""},
+      {"CPU-bound failure covers a larger CPU ask", 7, 1, 8, 1, false,
+       "(found this cycle for job-8, which asks no more)"},
+  };
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    AdmissionConfig cfg;
+    cfg.reservations = false;  // multi-GPU pods would otherwise hold nodes
+    auto adm = Make({Queue("team", "", 64)}, cfg);
+    ClusterState c;
+    for (int i = 0; i < 2; ++i) {
+      NodeSpec s;
+      s.name = "n" + std::to_string(i);
+      s.cpu = MilliCpu(8000);
+      s.memory = MiB(512 * 1024);
+      s.gpu_count = 4;
+      s.model = Model("H100-80GB");
+      ASSERT_TRUE(c.AddNode(s).ok());
+    }
+    for (WorkloadId i = 1; i <= 7; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team", 1, 1, 0, 0)).ok());
+    JobSpec first = Job(8, "team", tc.gpus_first, 1, 0, 1);
+    first.pod.cpu = MilliCpu(1000 * tc.cpu_first);
+    JobSpec later = Job(9, "team", tc.gpus_later, 1, 0, 2);
+    later.pod.cpu = MilliCpu(1000 * tc.cpu_later);
+    ASSERT_TRUE(adm->Submit(first).ok());
+    ASSERT_TRUE(adm->Submit(later).ok());
+    ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+    EXPECT_EQ(Running(*adm, 1, 7), 7);
+    EXPECT_EQ(adm->state(8), JobState::kPending);
+    EXPECT_EQ(adm->state(9) == JobState::kRunning, tc.later_runs) << adm->WhyPending(9);
+    if (!tc.later_runs) {
+      Contains(adm->WhyPending(9), "no placement: 0/2 nodes fit");
+      Contains(adm->WhyPending(9), tc.later_reason);
+    }
+    EXPECT_TRUE(c.CheckInvariants().ok());
+  }
+}
+
+TEST(AdmissionCycleTest, PreemptionFreesRoomForJobsThatFailedEarlierInTheCycle) {
+  // A full node of two low-priority 2-GPU jobs. Job 3 (1 GPU, priority 5) finds no node, then
+  // preempts one 2-GPU job and takes one of its GPUs. Job 4, of job 3's shape, must not be
+  // refused by the failure remembered before the preemption: it takes the other freed GPU
+  // (with only one preemption attempt allowed per cycle, it cannot preempt by itself).
+  AdmissionConfig cfg;
+  cfg.max_preemption_attempts_per_cycle = 1;
+  auto adm = Make({Queue("team", "", 64)}, cfg);
+  ClusterState c = Cluster(1, 4);
+  for (WorkloadId i = 1; i <= 2; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team", 2, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(Running(*adm, 1, 2), 2);
+  ASSERT_TRUE(adm->Submit(Job(3, "team", 1, 1, 5, 10)).ok());
+  ASSERT_TRUE(adm->Submit(Job(4, "team", 1, 1, 5, 11)).ok());
+  auto r = adm->RunCycle(c, 10);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->preempted.size(), 1u);
+  EXPECT_EQ(r->preempted[0].preemptor, 3u);
+  EXPECT_EQ(adm->state(3), JobState::kRunning);
+  EXPECT_EQ(adm->state(4), JobState::kRunning) << adm->WhyPending(4);
+  EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
 }  // namespace
