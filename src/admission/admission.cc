@@ -75,7 +75,8 @@ struct Admission::Impl {
     bool has_reservation = false;
     int res_flavor = -1;
     Resources res_charge;
-    std::vector<uint8_t> reserved;  // nodes held by this job's reservation
+    std::vector<uint8_t> reserved;        // nodes held by this job's reservation
+    std::vector<NodeIdx> reserved_nodes;  // the same, as a list
   };
   struct QueueState {
     std::vector<Resources> usage;       // per flavor: running + reserved
@@ -398,16 +399,17 @@ struct Admission::Impl {
     const std::vector<uint8_t>* base = nullptr;  // null: every node
     if (!j.has_reservation && !only) {
       if (any_reservation) base = &free_mask;
-    } else if (any_reservation || only) {
-      bool restricted = false;
-      base_buf.assign(nodes, 1);
-      for (size_t n = 0; n < nodes; ++n) {
-        base_buf[n] = (!any_reservation || free_mask[n] ||
-                       (j.has_reservation && n < j.reserved.size() && j.reserved[n])) &&
-                      (!only || (n < only->size() && (*only)[n]));
-        restricted |= !base_buf[n];
+    } else {
+      if (any_reservation) {
+        base_buf = free_mask;
+      } else {
+        base_buf.assign(nodes, 1);
       }
-      if (restricted) base = &base_buf;
+      for (NodeIdx n : j.reserved_nodes)
+        if (n < nodes) base_buf[n] = 1;
+      if (only)
+        for (size_t n = 0; n < nodes; ++n) base_buf[n] &= n < only->size() && (*only)[n] ? 1 : 0;
+      base = &base_buf;
     }
     auto allowed_node = [&](NodeIdx n) { return !base || (*base)[n]; };
     auto attempt = [&](const std::vector<uint8_t>* allowed, std::string* reason) {
@@ -534,6 +536,7 @@ struct Admission::Impl {
     qs[j.queue].reserved[j.res_flavor] -= j.res_charge;
     j.has_reservation = false;
     j.reserved.clear();
+    j.reserved_nodes.clear();
     j.res_charge = {};
     j.res_flavor = -1;
   }
@@ -559,15 +562,26 @@ struct Admission::Impl {
       return false;
     }
     d.models = AffordableModels(j, f, d.models, need);
-    const bool cached = failure_cache && !j.has_reservation;
+    // A single pod's failure covers every node it could use; a reservation only adds the
+    // job's own nodes to the unreserved ones, so a reserved single pod uses the failures too.
+    const bool single = j.spec.pods == 1 && j.spec.topology == TopologyKind::kNone;
+    const bool cached = failure_cache && (!j.has_reservation || single);
     Shape shape{
         d, j.spec.allowed_nodes.get(), j.spec.pods, need, j.spec.topology, j.spec.topology_label};
     if (cached) {
       if (const Failure* e = KnownFailure(shape)) {
-        *placement_failed = true;
-        j.why = "no placement: " + e->why + " (found this cycle for " + e->job +
-                ", which asks no more)";
-        return false;
+        const auto* only = j.spec.allowed_nodes.get();
+        bool own = false;
+        for (NodeIdx n : j.reserved_nodes)
+          own |= (!only || (n < only->size() && (*only)[n])) &&
+                 FilterNode(state.free(n), d) == FilterVerdict::kFits;
+        if (!own) {
+          *placement_failed = true;
+          j.why = std::string("no placement: ") +
+                  (j.has_reservation ? "none of its reserved nodes fits; elsewhere " : "") +
+                  e->why + " (found this cycle for " + e->job + ", which asks no more)";
+          return false;
+        }
       }
     }
     std::string why;
@@ -646,6 +660,9 @@ struct Admission::Impl {
     if (!QuotaFits(j.queue, f, charge).ok()) return;
     j.has_reservation = true;
     j.reserved = std::move(mask);
+    j.reserved_nodes.clear();
+    for (NodeIdx n = 0; n < j.reserved.size(); ++n)
+      if (j.reserved[n]) j.reserved_nodes.push_back(n);
     j.res_flavor = f;
     j.res_charge = charge;
     qs[j.queue].usage[f] += charge;

@@ -568,5 +568,34 @@ TEST(AdmissionCycleTest, PreemptionFreesRoomForJobsThatFailedEarlierInTheCycle) 
   EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
+TEST(AdmissionCycleTest, RememberedFailureLeavesAReservedJobItsOwnNodes) {
+  // Job 9 (2 GPUs) holds a reservation on one full node; two GPUs free up there. In the next
+  // cycle job 10, of the same shape and higher priority, finds no unreserved node and is
+  // remembered; job 9 must still be admitted on its own reserved node.
+  AdmissionConfig cfg;
+  cfg.preemption = false;
+  auto adm = Make({Queue("team", "", 64)}, cfg);
+  ClusterState c = Cluster(2, 4);
+  for (WorkloadId i = 1; i <= 8; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team", 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->Submit(Job(9, "team", 2, 1, 0, 1)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(Running(*adm, 1, 8), 8);
+  const std::string why = adm->WhyPending(9);
+  Contains(why, "holds a reservation on n");
+  const NodeIdx reserved = why.find("reservation on n0") != std::string::npos ? 0 : 1;
+  int freed = 0;
+  for (WorkloadId i = 1; i <= 8 && freed < 2; ++i) {
+    if (adm->Placements(i)[0].node != reserved) continue;
+    ASSERT_TRUE(adm->Finish(c, i).ok());
+    ++freed;
+  }
+  ASSERT_TRUE(adm->Submit(Job(10, "team", 2, 1, 5, 10)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 10).ok());
+  EXPECT_EQ(adm->state(10), JobState::kPending);
+  ASSERT_EQ(adm->state(9), JobState::kRunning) << adm->WhyPending(9);
+  EXPECT_EQ(adm->Placements(9)[0].node, reserved);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
 }  // namespace
 }  // namespace tessera
