@@ -374,11 +374,12 @@ struct Admission::Impl {
   // Nodes no other job's reservation holds (for `job`), or nullptr when none is held.
   std::vector<uint8_t> free_mask;
   bool any_reservation = false;
+  std::set<WorkloadId> reserving;  // jobs holding a reservation
   void BuildFreeMask(size_t nodes) {
     free_mask.assign(nodes, 1);
     any_reservation = false;
-    for (const auto& [id, j] : jobs) {
-      if (!j.has_reservation) continue;
+    for (WorkloadId id : reserving) {
+      const Job& j = jobs.at(id);
       any_reservation = true;
       for (size_t n = 0; n < j.reserved.size() && n < nodes; ++n)
         if (j.reserved[n]) free_mask[n] = 0;
@@ -535,6 +536,7 @@ struct Admission::Impl {
     qs[j.queue].usage[j.res_flavor] -= j.res_charge;
     qs[j.queue].reserved[j.res_flavor] -= j.res_charge;
     j.has_reservation = false;
+    reserving.erase(j.spec.id);
     j.reserved.clear();
     j.reserved_nodes.clear();
     j.res_charge = {};
@@ -659,6 +661,7 @@ struct Admission::Impl {
     const Resources charge = EstimateCharge(j.spec, need, models);
     if (!QuotaFits(j.queue, f, charge).ok()) return;
     j.has_reservation = true;
+    reserving.insert(j.spec.id);
     j.reserved = std::move(mask);
     j.reserved_nodes.clear();
     for (NodeIdx n = 0; n < j.reserved.size(); ++n)

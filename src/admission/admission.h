@@ -26,7 +26,16 @@
 // Quota unit for GPUs: milli GPU-equivalents. One whole GPU of model m counts
 // 1000 * gpu_equivalent(m); a share counts in proportion. The default weight of every model is
 // 1.0; configure per model (e.g. H100 = 1, A100 = 0.5, T4 = 0.1) to make different GPUs
-// comparable for quota and fairness.
+// comparable for quota and fairness. With models of different weights a job is placed only on
+// models its queue's remaining quota can pay for (a 1-GPU job with 0.5 GPU-eq left goes to an
+// A100, not an H100).
+//
+// Cost under overload: within a cycle capacity only shrinks until a preemption frees some, so a
+// placement failure is remembered for the rest of the cycle and a later job asking no less
+// (same nodes; the same gang, or a single pod no smaller on every dimension, CPU and memory
+// not counting when only GPU terms refused it) is refused without a new attempt; its reason
+// names the job that failed. Preemption attempts that cannot succeed even with every candidate
+// evicted end before anything is evicted.
 //
 // Deterministic. Not thread-safe; one Admission per scheduling loop. The engine is pure; the
 // caller supplies time.
