@@ -31,6 +31,66 @@ Status AdmissionConfig::Validate() const {
   return Status::Ok();
 }
 
+const char* Name(WithinQueuePreemption p) {
+  switch (p) {
+    case WithinQueuePreemption::kNever:
+      return "Never";
+    case WithinQueuePreemption::kLowerPriority:
+      return "LowerPriority";
+    case WithinQueuePreemption::kLowerOrNewerEqualPriority:
+      return "LowerOrNewerEqualPriority";
+  }
+  return "?";
+}
+
+const char* Name(ReclaimPreemption p) {
+  switch (p) {
+    case ReclaimPreemption::kNever:
+      return "Never";
+    case ReclaimPreemption::kLowerPriority:
+      return "LowerPriority";
+    case ReclaimPreemption::kAny:
+      return "Any";
+  }
+  return "?";
+}
+
+const char* Name(QueueingStrategy s) {
+  return s == QueueingStrategy::kStrictFifo ? "StrictFIFO" : "BestEffortFIFO";
+}
+
+namespace {
+
+template <typename E>
+Result<E> ParseEnum(const std::string& text, std::initializer_list<E> values, const char* what) {
+  std::string accepted;
+  for (E v : values) {
+    if (text == Name(v)) return v;
+    accepted += std::string(accepted.empty() ? "" : ", ") + Name(v);
+  }
+  return InvalidArgument(std::string(what) + ": '" + text + "' is not one of " + accepted);
+}
+
+}  // namespace
+
+Result<WithinQueuePreemption> ParseWithinQueuePreemption(const std::string& text) {
+  return ParseEnum(text,
+                   {WithinQueuePreemption::kNever, WithinQueuePreemption::kLowerPriority,
+                    WithinQueuePreemption::kLowerOrNewerEqualPriority},
+                   "within-queue preemption");
+}
+
+Result<ReclaimPreemption> ParseReclaimPreemption(const std::string& text) {
+  return ParseEnum(
+      text, {ReclaimPreemption::kNever, ReclaimPreemption::kLowerPriority, ReclaimPreemption::kAny},
+      "reclaim within cohort");
+}
+
+Result<QueueingStrategy> ParseQueueingStrategy(const std::string& text) {
+  return ParseEnum(text, {QueueingStrategy::kBestEffortFifo, QueueingStrategy::kStrictFifo},
+                   "queueing strategy");
+}
+
 namespace {
 
 constexpr int kDims = 3;
@@ -332,6 +392,11 @@ struct Admission::Impl {
       if ((qs[j.queue].usage[f] + est).FitsIn(fq.nominal)) return true;
     }
     return false;
+  }
+
+  // v comes after j in a queue's order among equal priorities: later arrival, then higher id.
+  static bool Newer(const JobSpec& v, const JobSpec& j) {
+    return v.arrival != j.arrival ? v.arrival > j.arrival : v.id > j.id;
   }
 
   bool Borrowing(int q, int f) const { return !qs[q].usage[f].FitsIn(Q(q).flavors[f].nominal); }
@@ -715,11 +780,11 @@ struct Admission::Impl {
       bool reclaim;
     };
     std::vector<Cand> cands;
-    // Only two kinds of victims exist: lower-priority jobs of the same queue, and jobs of
+    // Only two kinds of victims exist: jobs of the same queue below j in its order, and jobs of
     // borrowing queues of the cohort (reclaim). Look only there.
     std::vector<int> where;
-    if (qspec.preempt_within_queue) where.push_back(j.queue);
-    if (qspec.reclaim && within_nominal && !qspec.cohort.empty()) {
+    if (qspec.within_queue != WithinQueuePreemption::kNever) where.push_back(j.queue);
+    if (qspec.reclaim != ReclaimPreemption::kNever && within_nominal && !qspec.cohort.empty()) {
       for (int o : cohort_members[j.queue]) {
         if (o == j.queue) continue;
         const int vf = FlavorIn(o, j.queue, f);
@@ -732,11 +797,16 @@ struct Admission::Impl {
         if (id == j.spec.id || !v.spec.preemptible) continue;
         if (now - v.start < self->config_.min_runtime_s) continue;
         bool ok = false, reclaim = false;
-        if (v.queue == j.queue && qspec.preempt_within_queue && v.spec.priority < j.spec.priority)
-          ok = true;
-        if (!ok && v.queue != j.queue) {
+        if (v.queue == j.queue) {
+          ok = qspec.within_queue != WithinQueuePreemption::kNever &&
+               (v.spec.priority < j.spec.priority ||
+                (qspec.within_queue == WithinQueuePreemption::kLowerOrNewerEqualPriority &&
+                 v.spec.priority == j.spec.priority && Newer(v.spec, j.spec)));
+        } else {
           const int vf = FlavorIn(v.queue, j.queue, f);
-          if (vf >= 0 && vf == v.flavor) ok = reclaim = true;
+          if (vf >= 0 && vf == v.flavor &&
+              (qspec.reclaim == ReclaimPreemption::kAny || v.spec.priority < j.spec.priority))
+            ok = reclaim = true;
         }
         if (!ok) continue;
         const double gpus = static_cast<double>(v.spec.pod.TotalMilliGpu()) / 1000.0 *
@@ -902,9 +972,12 @@ struct Admission::Impl {
           v.queue != j.queue;  // within-queue preemption needs a strictly higher priority
       v.why = reclaim ? "preempted: " + Q(j.queue).name + " reclaimed its lent quota of " +
                             Q(j.queue).flavors[f].name + " for " + j.spec.name
-                      : "preempted by " + j.spec.name + " (priority " +
-                            std::to_string(j.spec.priority) + " > " +
-                            std::to_string(v.spec.priority) + ")";
+              : v.spec.priority < j.spec.priority
+                  ? "preempted by " + j.spec.name + " (priority " +
+                        std::to_string(j.spec.priority) + " > " + std::to_string(v.spec.priority) +
+                        ")"
+                  : "preempted by " + j.spec.name + " (same priority " +
+                        std::to_string(j.spec.priority) + ", arrived earlier)";
       out.preempted.push_back({s.id, j.spec.id, v.why});
     }
     return true;
@@ -1257,7 +1330,9 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       j.why = "gang timed out after " +
               std::to_string(static_cast<int64_t>(j.spec.gang_timeout_s)) +
               " s; waits without reservation (" + first_why + ")";
-    if (config_.strict_fifo || (!config_.backfill && j.has_reservation)) blocked[best] = true;
+    if (config_.strict_fifo || queues_[best].queueing == QueueingStrategy::kStrictFifo ||
+        (!config_.backfill && j.has_reservation))
+      blocked[best] = true;
   }
   im.failure_cache = false;
   return out;

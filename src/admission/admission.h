@@ -15,13 +15,16 @@
 // is 0). With fair_sharing off, only priority, arrival and id order the jobs.
 //
 // Preemption (when a job does not fit): candidates are running jobs of
-//  * the same queue with strictly lower priority (within-queue), and
+//  * the same queue that the queue's WithinQueuePreemption allows (by default strictly lower
+//    priority; optionally also equal priority and newer), and
 //  * queues of the same cohort that are borrowing, when the preemptor's queue would stay within
-//    its nominal quota after admitting the job (reclaim);
+//    its nominal quota after admitting the job (reclaim; the queue's ReclaimPreemption may
+//    limit it to lower-priority jobs or turn it off);
 // never jobs that have run less than `min_runtime_s`. Victims are chosen to free enough room
 // while minimising lost GPU-time, then the number of victims; whole gangs are evicted. No loop:
 // a reclaiming job is within nominal quota and so can never itself be reclaimed by its victims'
-// queue, and within-queue preemption needs strictly lower priority.
+// queue, and within-queue preemption only goes down the strict order (priority, then arrival,
+// then id), so a victim can never evict its preemptor.
 //
 // Quota unit for GPUs: milli GPU-equivalents. One whole GPU of model m counts
 // 1000 * gpu_equivalent(m); a share counts in proportion. The default weight of every model is
@@ -82,13 +85,42 @@ struct FlavorQuota {
   std::optional<Resources> lending_limit;    // unset: lends all of its unused nominal quota
 };
 
+// A queue's priority policy, in Kueue's terms (spelled as Kueue spells them in text form).
+// Which running jobs of the same queue a pending job may evict.
+enum class WithinQueuePreemption : uint8_t {
+  kNever,
+  kLowerPriority,              // strictly lower priority (default)
+  kLowerOrNewerEqualPriority,  // or equal priority and arrived later (then higher job id)
+};
+// Which jobs of borrowing queues of the cohort a job within its nominal quota may evict.
+enum class ReclaimPreemption : uint8_t {
+  kNever,
+  kLowerPriority,  // only jobs of strictly lower priority
+  kAny,            // any (default)
+};
+// How a queue's own jobs pass each other.
+enum class QueueingStrategy : uint8_t {
+  kBestEffortFifo,  // a job that does not fit lets later jobs of the queue try (default)
+  kStrictFifo,      // the queue's head blocks the jobs behind it
+};
+
+// Text forms: "Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any", "BestEffortFIFO",
+// "StrictFIFO". Parse* return InvalidArgument listing the accepted values.
+const char* Name(WithinQueuePreemption p);
+const char* Name(ReclaimPreemption p);
+const char* Name(QueueingStrategy s);
+Result<WithinQueuePreemption> ParseWithinQueuePreemption(const std::string& text);
+Result<ReclaimPreemption> ParseReclaimPreemption(const std::string& text);
+Result<QueueingStrategy> ParseQueueingStrategy(const std::string& text);
+
 struct QueueSpec {
   std::string name;
   std::string cohort;                // organization; empty = neither borrows nor lends
   std::vector<FlavorQuota> flavors;  // tried in this order
   double weight = 1.0;               // fair-share weight (> 0)
-  bool preempt_within_queue = true;  // lower-priority jobs of the same queue
-  bool reclaim = true;               // take back lent quota from borrowing queues
+  WithinQueuePreemption within_queue = WithinQueuePreemption::kLowerPriority;
+  ReclaimPreemption reclaim = ReclaimPreemption::kAny;  // take back lent quota
+  QueueingStrategy queueing = QueueingStrategy::kBestEffortFifo;
 };
 
 struct AdmissionConfig {
@@ -97,7 +129,7 @@ struct AdmissionConfig {
   bool reservations = true;         // a blocked gang reserves nodes
   bool preemption = true;
   bool fair_sharing = true;  // false: order by priority, then arrival only (FIFO)
-  bool strict_fifo = false;  // true: a queue's head blocks the jobs behind it
+  bool strict_fifo = false;  // true: every queue is kStrictFifo, whatever its own strategy
   double min_runtime_s = 0;  // jobs running less than this are not preemptible
   // Bounds on preemption work: jobs that may try preemption per cycle, and victims tried per
   // attempt (cheapest first). Jobs beyond the first bound try again in a later cycle.

@@ -139,14 +139,37 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
     for (size_t i = 0; i < qs.size(); ++i) {
       const std::string p = "queues[" + std::to_string(i) + "]";
       const YAML::Node q = qs[i];
-      TESSERA_RETURN_IF_ERROR(CheckKeys(
-          q, p, {"name", "cohort", "weight", "flavors", "preemptWithinQueue", "reclaim"}));
+      TESSERA_RETURN_IF_ERROR(
+          CheckKeys(q, p,
+                    {"name", "cohort", "weight", "flavors", "preemptWithinQueue", "reclaim",
+                     "withinQueue", "reclaimWithinCohort", "queueingStrategy"}));
       QueueSpec spec;
       TESSERA_RETURN_IF_ERROR(Get(q, "name", p, spec.name));
       TESSERA_RETURN_IF_ERROR(Get(q, "cohort", p, spec.cohort));
       TESSERA_RETURN_IF_ERROR(Get(q, "weight", p, spec.weight));
-      TESSERA_RETURN_IF_ERROR(Get(q, "preemptWithinQueue", p, spec.preempt_within_queue));
-      TESSERA_RETURN_IF_ERROR(Get(q, "reclaim", p, spec.reclaim));
+      // preemptWithinQueue and reclaim (booleans) are the short form of withinQueue and
+      // reclaimWithinCohort: true/false = LowerPriority/Never and Any/Never.
+      if (q["preemptWithinQueue"] && q["withinQueue"])
+        return InvalidArgument(p + ": give either preemptWithinQueue or withinQueue, not both");
+      if (q["reclaim"] && q["reclaimWithinCohort"])
+        return InvalidArgument(p + ": give either reclaim or reclaimWithinCohort, not both");
+      bool within = true, reclaim = true;
+      TESSERA_RETURN_IF_ERROR(Get(q, "preemptWithinQueue", p, within));
+      TESSERA_RETURN_IF_ERROR(Get(q, "reclaim", p, reclaim));
+      if (!within) spec.within_queue = WithinQueuePreemption::kNever;
+      if (!reclaim) spec.reclaim = ReclaimPreemption::kNever;
+      auto named = [&](const char* key, auto parse, auto* out) -> Status {
+        std::string text;
+        TESSERA_RETURN_IF_ERROR(Get(q, key, p, text));
+        if (text.empty()) return Status::Ok();
+        auto value = parse(text);
+        if (!value.ok()) return InvalidArgument(p + "." + key + ": " + value.status().message());
+        *out = *value;
+        return Status::Ok();
+      };
+      TESSERA_RETURN_IF_ERROR(named("withinQueue", ParseWithinQueuePreemption, &spec.within_queue));
+      TESSERA_RETURN_IF_ERROR(named("reclaimWithinCohort", ParseReclaimPreemption, &spec.reclaim));
+      TESSERA_RETURN_IF_ERROR(named("queueingStrategy", ParseQueueingStrategy, &spec.queueing));
       if (!q["flavors"] || !q["flavors"].IsSequence())
         return InvalidArgument(p + ".flavors: required list");
       for (size_t k = 0; k < q["flavors"].size(); ++k) {
@@ -213,12 +236,12 @@ Result<QueueSpec> QueueFromObject(const Json& obj) {
     return InvalidArgument("Queue object without metadata.name or spec");
   const Json& spec = obj["spec"];
   Json q = {{"name", name}};
-  for (const char* k : {"cohort", "weight", "flavors"})
+  for (const char* k : {"cohort", "weight", "flavors", "queueingStrategy"})
     if (spec.contains(k)) q[k] = spec[k];
   if (spec.contains("preemption") && spec["preemption"].is_object()) {
     const Json& p = spec["preemption"];
-    q["preemptWithinQueue"] = p.value("withinQueue", std::string("LowerPriority")) != "Never";
-    q["reclaim"] = p.value("reclaimWithinCohort", std::string("Any")) != "Never";
+    for (const char* k : {"withinQueue", "reclaimWithinCohort"})
+      if (p.contains(k)) q[k] = p[k];
   }
   // JSON is YAML: reuse the configuration parser and its validation.
   auto c = ParseSchedulerConfig("queues: [" + q.dump() + "]");

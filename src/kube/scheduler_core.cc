@@ -59,8 +59,8 @@ Result<std::unique_ptr<SchedulerCore>> SchedulerCore::Create(SchedulerConfig con
   QueueSpec ext;
   ext.name = kExternalQueue;
   ext.flavors = {FlavorQuota{"all", 0, unlimited, std::nullopt, std::nullopt}};
-  ext.preempt_within_queue = false;
-  ext.reclaim = false;
+  ext.within_queue = WithinQueuePreemption::kNever;
+  ext.reclaim = ReclaimPreemption::kNever;
   queues.push_back(ext);
   auto scorer = BuiltinPolicies().Create(PolicyConfig{config.policy, {}});
   if (!scorer.ok()) return scorer.status();

@@ -303,10 +303,42 @@ Status ReadFlavor(const Reader& r, const json& v, const std::string& path, Flavo
   return Status::Ok();
 }
 
+// The boolean keys are the short form: preempt_within_queue true/false = LowerPriority/Never,
+// reclaim true/false = Any/Never.
+Status ReadPriorityPolicy(const Reader& r, const json& v, const std::string& path, QueueSpec* q) {
+  for (const auto& [flag, named] : {std::pair{"preempt_within_queue", "within_queue_preemption"},
+                                    std::pair{"reclaim", "reclaim_within_cohort"}}) {
+    if (v.contains(flag) && v.contains(named))
+      return r.KeyError(JsonChild(path, named),
+                        std::string("give either ") + flag + " or " + named + ", not both");
+  }
+  bool within = true, reclaim = true;
+  TESSERA_RETURN_IF_ERROR(r.Bool(v, "preempt_within_queue", path, &within));
+  TESSERA_RETURN_IF_ERROR(r.Bool(v, "reclaim", path, &reclaim));
+  if (!within) q->within_queue = WithinQueuePreemption::kNever;
+  if (!reclaim) q->reclaim = ReclaimPreemption::kNever;
+  std::string text;
+  auto named = [&](const char* key, auto parse, auto* out) -> Status {
+    text.clear();
+    TESSERA_RETURN_IF_ERROR(r.String(v, key, path, 64, &text));
+    if (text.empty()) return Status::Ok();
+    auto value = parse(text);
+    if (!value.ok()) return r.Error(JsonChild(path, key), value.status().message());
+    *out = *value;
+    return Status::Ok();
+  };
+  TESSERA_RETURN_IF_ERROR(
+      named("within_queue_preemption", ParseWithinQueuePreemption, &q->within_queue));
+  TESSERA_RETURN_IF_ERROR(named("reclaim_within_cohort", ParseReclaimPreemption, &q->reclaim));
+  return named("queueing_strategy", ParseQueueingStrategy, &q->queueing);
+}
+
 Status ReadQueue(const Reader& r, const json& v, const std::string& path,
                  const std::vector<std::string>& cohorts, QueueSpec* q) {
   TESSERA_RETURN_IF_ERROR(
-      r.Object(v, path, {"name", "cohort", "flavors", "weight", "preempt_within_queue", "reclaim"},
+      r.Object(v, path,
+               {"name", "cohort", "flavors", "weight", "preempt_within_queue", "reclaim",
+                "within_queue_preemption", "reclaim_within_cohort", "queueing_strategy"},
                {"name", "flavors"}));
   TESSERA_RETURN_IF_ERROR(r.String(v, "name", path, 253, &q->name));
   TESSERA_RETURN_IF_ERROR(r.String(v, "cohort", path, 253, &q->cohort));
@@ -314,8 +346,7 @@ Status ReadQueue(const Reader& r, const json& v, const std::string& path,
     return r.Error(JsonChild(path, "cohort"),
                    "cohort '" + q->cohort + "' is not declared in \"cohorts\"");
   TESSERA_RETURN_IF_ERROR(r.NumberKey(v, "weight", path, 0, kMaxWeight, true, &q->weight));
-  TESSERA_RETURN_IF_ERROR(r.Bool(v, "preempt_within_queue", path, &q->preempt_within_queue));
-  TESSERA_RETURN_IF_ERROR(r.Bool(v, "reclaim", path, &q->reclaim));
+  TESSERA_RETURN_IF_ERROR(ReadPriorityPolicy(r, v, path, q));
   const json& fl = v.at("flavors");
   const std::string fp = JsonChild(path, "flavors");
   if (!fl.is_array() || fl.empty() || fl.size() > kMaxFlavors)

@@ -240,6 +240,19 @@ queues:
   EXPECT_TRUE(ok->leader_elect);
   EXPECT_EQ(ok->leader.ns, "tessera-system");
   EXPECT_EQ(ok->core.queues.at(0).flavors.at(0).nominal.gpu, 8000);
+  EXPECT_EQ(ok->core.queues.at(0).within_queue, WithinQueuePreemption::kLowerPriority);
+  auto policy = ParseSchedulerConfig(R"(
+queues:
+  - {name: a, withinQueue: LowerOrNewerEqualPriority, reclaimWithinCohort: LowerPriority,
+     queueingStrategy: StrictFIFO, flavors: [{name: f, nominal: {gpu: 1}}]}
+  - {name: b, preemptWithinQueue: false, reclaim: false, flavors: [{name: f, nominal: {gpu: 1}}]}
+)");
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  EXPECT_EQ(policy->core.queues[0].within_queue, WithinQueuePreemption::kLowerOrNewerEqualPriority);
+  EXPECT_EQ(policy->core.queues[0].reclaim, ReclaimPreemption::kLowerPriority);
+  EXPECT_EQ(policy->core.queues[0].queueing, QueueingStrategy::kStrictFifo);
+  EXPECT_EQ(policy->core.queues[1].within_queue, WithinQueuePreemption::kNever);
+  EXPECT_EQ(policy->core.queues[1].reclaim, ReclaimPreemption::kNever);
   const std::pair<const char*, const char*> bad[] = {
       {"policy: nope", "unknown policy 'nope'"},
       {"queues: [{name: a, flavors: [{name: f, nominal: {gpus: 1}}]}]",
@@ -250,6 +263,11 @@ queues:
       {"admission: {gpuEquivalents: {T4: -1}}", "weight of T4 must be in (0, 1000]"},
       {"leaderElection: {enabled: true, retryPeriodSeconds: 20}", "retry period < renew deadline"},
       {"schedulerName: [", "line 1"},
+      {"queues: [{name: a, withinQueue: Sometimes, flavors: [{name: f, nominal: {gpu: 1}}]}]",
+       "queues[0].withinQueue: within-queue preemption: 'Sometimes' is not one of"},
+      {"queues: [{name: a, reclaim: true, reclaimWithinCohort: Any, flavors: [{name: f, "
+       "nominal: {gpu: 1}}]}]",
+       "give either reclaim or reclaimWithinCohort"},
   };
   for (const auto& [text, want] : bad) {
     auto r = ParseSchedulerConfig(text);
@@ -491,6 +509,18 @@ TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
   // Invalid Queue objects are reported, not used.
   auto bad = QueueFromObject({{"metadata", {{"name", "q"}}}, {"spec", {{"weight", 0}}}});
   EXPECT_FALSE(bad.ok());
+  // The priority policy of a Queue object: preemption and queueing strategy.
+  auto policy = QueueFromObject(
+      {{"metadata", {{"name", "q"}}},
+       {"spec",
+        {{"flavors", Json::array({{{"name", "gpu"}, {"nominal", {{"gpu", 2}}}}})},
+         {"queueingStrategy", "StrictFIFO"},
+         {"preemption",
+          {{"withinQueue", "LowerOrNewerEqualPriority"}, {"reclaimWithinCohort", "Never"}}}}}});
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  EXPECT_EQ(policy->within_queue, WithinQueuePreemption::kLowerOrNewerEqualPriority);
+  EXPECT_EQ(policy->reclaim, ReclaimPreemption::kNever);
+  EXPECT_EQ(policy->queueing, QueueingStrategy::kStrictFifo);
 }
 
 TEST(SchedulerE2ETest, RestartAndHandoverUnderFaults) {

@@ -265,6 +265,120 @@ TEST(AdmissionPreemptionTest, PriorityWithinQueueAndMinimumRuntime) {
   EXPECT_EQ(adm->state(11), JobState::kPending);
 }
 
+struct PolicyCase {
+  const char* name;
+  WithinQueuePreemption within;
+  ReclaimPreemption reclaim;
+  int preemptor_priority;
+  bool same_queue;  // the preemptor is in the victims' queue (else: reclaims from another)
+  int expect_preempted;
+};
+
+TEST(AdmissionPreemptionTest, PriorityPolicyPerQueue) {
+  // Four running 1-GPU jobs of priority 5 fill one node: one of team-a (nominal 3) and three of
+  // team-b (nominal 1, borrowing 2 from team-a). Then one 1-GPU job arrives at t=10, in team-b
+  // (within-queue preemption) or in team-a (reclaim from team-b, which borrows).
+  const PolicyCase cases[] = {
+      {"within: lower priority evicts priority 5 for 6", WithinQueuePreemption::kLowerPriority,
+       ReclaimPreemption::kAny, 6, true, 1},
+      {"within: lower priority keeps equal priority", WithinQueuePreemption::kLowerPriority,
+       ReclaimPreemption::kAny, 5, true, 0},
+      {"within: equal priority but older jobs are kept",
+       WithinQueuePreemption::kLowerOrNewerEqualPriority, ReclaimPreemption::kAny, 5, true, 0},
+      {"within: never", WithinQueuePreemption::kNever, ReclaimPreemption::kAny, 9, true, 0},
+      {"reclaim: any evicts a higher-priority borrower", WithinQueuePreemption::kNever,
+       ReclaimPreemption::kAny, 0, false, 1},
+      {"reclaim: lower priority keeps it", WithinQueuePreemption::kNever,
+       ReclaimPreemption::kLowerPriority, 0, false, 0},
+      {"reclaim: lower priority evicts a lower-priority borrower", WithinQueuePreemption::kNever,
+       ReclaimPreemption::kLowerPriority, 6, false, 1},
+      {"reclaim: never", WithinQueuePreemption::kNever, ReclaimPreemption::kNever, 9, false, 0},
+  };
+  for (const auto& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    QueueSpec a = Queue("team-a", "org", 3);
+    QueueSpec b = Queue("team-b", "org", 1);
+    for (QueueSpec* q : {&a, &b}) {
+      q->within_queue = tc.within;
+      q->reclaim = tc.reclaim;
+    }
+    auto adm = Make({a, b});
+    ClusterState c = Cluster(1, 4);
+    // team-b runs 3 jobs (2 borrowed from team-a), team-a runs 1.
+    ASSERT_TRUE(adm->Submit(Job(1, "team-a", 1, 1, 5, 0)).ok());
+    for (WorkloadId i = 2; i <= 4; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team-b", 1, 1, 5, i)).ok());
+    ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+    ASSERT_EQ(Running(*adm, 1, 4), 4);
+    JobSpec late = Job(10, tc.same_queue ? "team-b" : "team-a", 1, 1, tc.preemptor_priority, 10);
+    ASSERT_TRUE(adm->Submit(late).ok());
+    auto r = adm->RunCycle(c, 10);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(static_cast<int>(r->preempted.size()), tc.expect_preempted);
+    EXPECT_EQ(adm->state(10) == JobState::kRunning, tc.expect_preempted > 0);
+    for (const Preemption& p : r->preempted) EXPECT_GE(p.victim, 2u);  // a team-b job
+    EXPECT_TRUE(c.CheckInvariants().ok());
+  }
+}
+
+TEST(AdmissionPreemptionTest, NewerEqualPriorityEvictedOnlyUnderThatPolicy) {
+  // Queue of one node, 2 GPUs: job 1 (t=0, 1 GPU) and job 3 (t=20, 1 GPU) run; job 2 arrived at
+  // t=10 but was submitted late. Under LowerOrNewerEqualPriority job 2 evicts job 3 (newer),
+  // never job 1 (older); under LowerPriority it waits.
+  for (auto policy :
+       {WithinQueuePreemption::kLowerPriority, WithinQueuePreemption::kLowerOrNewerEqualPriority}) {
+    SCOPED_TRACE(Name(policy));
+    QueueSpec q = Queue("team", "", 8);
+    q.within_queue = policy;
+    auto adm = Make({q});
+    ClusterState c = Cluster(1, 2);
+    ASSERT_TRUE(adm->Submit(Job(1, "team", 1, 1, 0, 0)).ok());
+    ASSERT_TRUE(adm->Submit(Job(3, "team", 1, 1, 0, 20)).ok());
+    ASSERT_TRUE(adm->RunCycle(c, 20).ok());
+    ASSERT_TRUE(adm->Submit(Job(2, "team", 1, 1, 0, 10)).ok());
+    auto r = adm->RunCycle(c, 30);
+    ASSERT_TRUE(r.ok());
+    if (policy == WithinQueuePreemption::kLowerPriority) {
+      EXPECT_TRUE(r->preempted.empty());
+      EXPECT_EQ(adm->state(2), JobState::kPending);
+      continue;
+    }
+    ASSERT_EQ(r->preempted.size(), 1u);
+    EXPECT_EQ(r->preempted[0].victim, 3u);
+    Contains(r->preempted[0].reason, "same priority 0, arrived earlier");
+    EXPECT_EQ(adm->state(2), JobState::kRunning);
+    EXPECT_EQ(adm->state(1), JobState::kRunning);
+    // Job 3 is now the newest: it can never evict job 2 back.
+    for (int t = 1; t <= 5; ++t) {
+      auto rr = adm->RunCycle(c, 30 + 10.0 * t);
+      ASSERT_TRUE(rr.ok());
+      EXPECT_TRUE(rr->preempted.empty());
+    }
+  }
+}
+
+TEST(AdmissionOrderTest, StrictFifoPerQueue) {
+  // One node of 4 GPUs, 3 used. Queue "strict" has a 2-GPU head and a 1-GPU job behind it; the
+  // "easy" queue has the same two jobs. Only the easy queue lets its 1-GPU job pass.
+  QueueSpec strict = Queue("strict", "", 8);
+  strict.queueing = QueueingStrategy::kStrictFifo;
+  AdmissionConfig cfg;
+  cfg.preemption = false;
+  cfg.reservations = false;
+  for (const bool strict_queue : {true, false}) {
+    SCOPED_TRACE(strict_queue ? "StrictFIFO" : "BestEffortFIFO");
+    auto adm = Make({strict, Queue("easy", "", 8)}, cfg);
+    ClusterState c = Cluster(1, 4);
+    ASSERT_TRUE(adm->Submit(Job(1, "easy", 3, 1, 0, 0)).ok());
+    ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+    const std::string q = strict_queue ? "strict" : "easy";
+    ASSERT_TRUE(adm->Submit(Job(2, q, 2, 1, 0, 1)).ok());
+    ASSERT_TRUE(adm->Submit(Job(3, q, 1, 1, 0, 2)).ok());
+    ASSERT_TRUE(adm->RunCycle(c, 10).ok());
+    EXPECT_EQ(adm->state(2), JobState::kPending);
+    EXPECT_EQ(adm->state(3) == JobState::kRunning, !strict_queue);
+  }
+}
+
 TEST(AdmissionPreemptionTest, VictimsMinimiseLostGpuTimeAndGangsGoWhole) {
   auto adm = Make({Queue("team", "", 16)});
   ClusterState c = Cluster(1, 8);

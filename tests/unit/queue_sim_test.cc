@@ -94,8 +94,9 @@ TEST(QueueScenarioTest, UnitsAndDefaults) {
   const QueueSpec& q = c->queues.at(0);
   EXPECT_EQ(q.cohort, "org");
   EXPECT_EQ(q.weight, 2.5);
-  EXPECT_FALSE(q.reclaim);
-  EXPECT_TRUE(q.preempt_within_queue);
+  EXPECT_EQ(q.reclaim, ReclaimPreemption::kNever);
+  EXPECT_EQ(q.within_queue, WithinQueuePreemption::kLowerPriority);
+  EXPECT_EQ(q.queueing, QueueingStrategy::kBestEffortFifo);
   const FlavorQuota& f = q.flavors.at(0);
   EXPECT_EQ(f.nominal, (Resources{2500, 16000, kUnlimitedQuota}));
   ASSERT_TRUE(f.borrowing_limit.has_value());
@@ -164,6 +165,60 @@ TEST(QueueScenarioTest, ClusterErrorsNamePositionAndPath) {
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(c.status().message().rfind(want, 0), 0u)
         << "text: " << text << "\n got: " << c.status().message() << "\nwant: " << want;
+  }
+}
+
+TEST(QueueScenarioTest, PriorityPolicyPerQueue) {
+  auto queue = [](const std::string& extra) {
+    return "{" + kNodes + R"(, "queues": [{"name": "a", )" + extra +
+           R"("flavors": [{"name": "f", "nominal": {"gpu": 1}}]}]})";
+  };
+  struct Case {
+    std::string keys;
+    WithinQueuePreemption within;
+    ReclaimPreemption reclaim;
+    QueueingStrategy queueing;
+    std::string error;  // "" when valid
+  };
+  const Case cases[] = {
+      {"", WithinQueuePreemption::kLowerPriority, ReclaimPreemption::kAny,
+       QueueingStrategy::kBestEffortFifo, ""},
+      {R"("preempt_within_queue": false, "reclaim": false, )", WithinQueuePreemption::kNever,
+       ReclaimPreemption::kNever, QueueingStrategy::kBestEffortFifo, ""},
+      {R"("within_queue_preemption": "LowerOrNewerEqualPriority", "reclaim_within_cohort": )"
+       R"("LowerPriority", "queueing_strategy": "StrictFIFO", )",
+       WithinQueuePreemption::kLowerOrNewerEqualPriority, ReclaimPreemption::kLowerPriority,
+       QueueingStrategy::kStrictFifo, ""},
+      {R"("reclaim": true, "reclaim_within_cohort": "Any", )",
+       {},
+       {},
+       {},
+       "queues[0].reclaim_within_cohort: give either reclaim or reclaim_within_cohort"},
+      {R"("within_queue_preemption": "Always", )",
+       {},
+       {},
+       {},
+       "queues[0].within_queue_preemption: within-queue preemption: 'Always' is not one of "
+       "Never, LowerPriority, LowerOrNewerEqualPriority"},
+      {R"("queueing_strategy": "strict", )",
+       {},
+       {},
+       {},
+       "queues[0].queueing_strategy: queueing strategy: 'strict' is not one of BestEffortFIFO, "
+       "StrictFIFO"},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.keys);
+    auto c = ParseQueueCluster(queue(tc.keys), "t.json");
+    if (!tc.error.empty()) {
+      ASSERT_FALSE(c.ok());
+      EXPECT_NE(c.status().message().find(tc.error), std::string::npos) << c.status().message();
+      continue;
+    }
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->queues[0].within_queue, tc.within);
+    EXPECT_EQ(c->queues[0].reclaim, tc.reclaim);
+    EXPECT_EQ(c->queues[0].queueing, tc.queueing);
   }
 }
 
