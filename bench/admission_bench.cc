@@ -16,6 +16,8 @@
 //                              (L = 110%: a backlog builds up and is retried every cycle);
 //                              before each cycle the jobs whose duration (300-3,600 s) has passed
 //                              are finished. Timed: Finish + Submit + RunCycle.
+//                              `_tryall`: the same with remember_failures off (every pending
+//                              job gets its own placement attempt), the same decisions.
 // In the same iteration, untimed by the framework, the engine alone (Engine::RunCycle, same
 // placement policy and seed) places the pods of the same jobs in the same order on an empty
 // cluster with no quota; its CPU time is the baseline.
@@ -151,9 +153,11 @@ std::unique_ptr<Scorer> MakeScorer() {
   return std::move(s).value();
 }
 
-std::unique_ptr<Admission> MakeAdmission(const Fixture& f, const std::string& policy) {
+std::unique_ptr<Admission> MakeAdmission(const Fixture& f, const std::string& policy,
+                                         bool remember_failures = true) {
   auto setup = ApplyQueuePolicy(f.cluster, policy);
   if (!setup.ok()) std::abort();
+  setup->config.remember_failures = remember_failures;
   auto a = Admission::Create(setup->queues, setup->config, MakeScorer(), kEngineSeed);
   if (!a.ok()) {
     std::fprintf(stderr, "%s\n", a.status().message().c_str());
@@ -213,13 +217,14 @@ void BM_AdmitAll(benchmark::State& st, const std::string& policy) {
   Report(st, timed, baseline, admitted, preempted);
 }
 
-void BM_ArrivalCycles(benchmark::State& st, const std::string& policy, double gap_s) {
+void BM_ArrivalCycles(benchmark::State& st, const std::string& policy, double gap_s,
+                      bool remember_failures = true) {
   const Fixture& f = Get();
   double timed = 0, baseline = 0;
   int64_t admitted = 0, preempted = 0;
   for (auto _ : st) {
     ClusterState state = f.empty;
-    auto adm = MakeAdmission(f, policy);
+    auto adm = MakeAdmission(f, policy, remember_failures);
     std::vector<std::pair<double, WorkloadId>> running;  // end time, job
     const size_t per_wave = f.jobs.size() / kWaves;
     double t_total = 0;
@@ -275,6 +280,10 @@ BENCHMARK_CAPTURE(BM_ArrivalCycles, tessera_load88, std::string("tessera"), 10.0
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 BENCHMARK_CAPTURE(BM_ArrivalCycles, tessera_load110, std::string("tessera"), 8.0)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_ArrivalCycles, tessera_load110_tryall, std::string("tessera"), 8.0, false)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);

@@ -454,9 +454,11 @@ struct Admission::Impl {
   // Tries to place min_member..pods pods of job j with pod demand `d`; all or nothing.
   // On success the pods are allocated and recorded in j.
   // *gpu_bound (if given) is set when a single pod found no node and no node refused it for CPU
-  // or memory.
+  // or memory. *exhaustive (if given) is cleared when a topology gang was not tried on every
+  // group that passed the capacity screen (at most 16 are tried): its failure then says nothing
+  // about a cluster with less room.
   bool PlaceGang(ClusterState& state, Job& j, const Demand& d, std::string* why,
-                 bool* gpu_bound = nullptr) {
+                 bool* gpu_bound = nullptr, bool* exhaustive = nullptr) {
     const int want = j.spec.pods;
     const int need = j.spec.min_member > 0 ? j.spec.min_member : want;
     const size_t nodes = state.num_nodes();
@@ -575,6 +577,7 @@ struct Admission::Impl {
       return false;
     }
     const size_t tries = std::min<size_t>(order.size(), 16);
+    if (exhaustive && tries < order.size()) *exhaustive = false;
     allowed_buf.assign(nodes, 0);
     for (size_t t = 0; t < tries; ++t) {
       for (NodeIdx n : members(order[t].second)) allowed_buf[n] = 1;
@@ -652,10 +655,11 @@ struct Admission::Impl {
       }
     }
     std::string why;
-    if (!PlaceGang(state, j, d, &why, &shape.gpu_bound)) {
+    bool exhaustive = true;
+    if (!PlaceGang(state, j, d, &why, &shape.gpu_bound, &exhaustive)) {
       *placement_failed = true;
       j.why = "no placement: " + why;
-      if (cached) RememberFailure(shape, j.spec.name, why);
+      if (cached && exhaustive) RememberFailure(shape, j.spec.name, why);
       return false;
     }
     Resources charge;
@@ -1248,7 +1252,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
   im.BuildFreeMask(state.num_nodes());
   im.failures.clear();
   im.label_groups.clear();
-  im.failure_cache = true;
+  im.failure_cache = config_.remember_failures;
   std::vector<size_t> head(queues_.size(), 0);
   std::vector<bool> blocked(queues_.size(), false);  // strict FIFO: head could not be admitted
   int preemption_attempts = 0;

@@ -135,6 +135,9 @@ struct AdmissionConfig {
   // attempt (cheapest first). Jobs beyond the first bound try again in a later cycle.
   int max_preemption_attempts_per_cycle = 64;
   int max_victims_per_attempt = 32;
+  // Remember placement failures within a cycle (see above): the same decisions at less cost.
+  // Off, every pending job gets its own placement attempt.
+  bool remember_failures = true;
   std::map<std::string, double> gpu_equivalents;  // GPU model name -> weight of one GPU
   Status Validate() const;
 };
