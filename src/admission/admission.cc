@@ -446,8 +446,8 @@ struct Admission::Impl {
     for (WorkloadId id : reserving) {
       const Job& j = jobs.at(id);
       any_reservation = true;
-      for (size_t n = 0; n < j.reserved.size() && n < nodes; ++n)
-        if (j.reserved[n]) free_mask[n] = 0;
+      for (NodeIdx n : j.reserved_nodes)
+        if (n < nodes) free_mask[n] = 0;
     }
   }
 
@@ -747,8 +747,7 @@ struct Admission::Impl {
   std::string ReservedNodes(const ClusterState& state, const Job& j) const {
     std::string out;
     int shown = 0, total = 0;
-    for (size_t n = 0; n < j.reserved.size(); ++n) {
-      if (!j.reserved[n]) continue;
+    for (NodeIdx n : j.reserved_nodes) {
       ++total;
       if (shown++ < 4) out += (out.empty() ? "" : ",") + state.spec(static_cast<NodeIdx>(n)).name;
     }

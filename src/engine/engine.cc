@@ -71,8 +71,11 @@ FilterVerdict FilterNode(const NodeFree& f, const Demand& d) {
   if (!d.AllowsModel(f.model)) return FilterVerdict::kGpuModel;
   if (d.num_gpu > f.gpu_count) return FilterVerdict::kGpuCount;
   int n = 0;
-  for (int g = 0; g < f.gpu_count; ++g) n += f.gpu[g] >= d.gpu_milli;
-  return n >= d.num_gpu ? FilterVerdict::kFits : FilterVerdict::kGpuCount;
+  for (int g = 0; g < f.gpu_count; ++g) {
+    n += f.gpu[g] >= d.gpu_milli;
+    if (n >= d.num_gpu) return FilterVerdict::kFits;
+  }
+  return FilterVerdict::kGpuCount;
 }
 
 Engine::Engine(std::unique_ptr<Scorer> scorer, uint64_t seed)
