@@ -21,6 +21,8 @@
 // In the same iteration, untimed by the framework, the engine alone (Engine::RunCycle, same
 // placement policy and seed) places the pods of the same jobs in the same order on an empty
 // cluster with no quota; its CPU time is the baseline.
+// Arrival cycles run 3 times each and report mean, median, standard deviation and coefficient
+// of variation (the machines are noisy; quote the median).
 // Counters: workloads_per_s = jobs / timed CPU seconds; baseline_per_s = jobs / engine-only CPU
 // seconds; ratio = workloads_per_s / baseline_per_s; admitted = jobs admitted (first cycle or
 // over the run); preempted = preemptions.
@@ -274,19 +276,27 @@ BENCHMARK_CAPTURE(BM_AdmitAll, tessera, std::string("tessera"))
 BENCHMARK_CAPTURE(BM_ArrivalCycles, kueue_load88, std::string("kueue"), 10.0)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->DisplayAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_ArrivalCycles, tessera_load88, std::string("tessera"), 10.0)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->DisplayAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_ArrivalCycles, tessera_load110, std::string("tessera"), 8.0)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->DisplayAggregatesOnly(true);
 BENCHMARK_CAPTURE(BM_ArrivalCycles, tessera_load110_tryall, std::string("tessera"), 8.0, false)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
-    ->Iterations(1);
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->DisplayAggregatesOnly(true);
 
 }  // namespace
 }  // namespace tessera
