@@ -37,5 +37,10 @@ Status CsvFieldError(const std::string& source, const CsvField& f, const std::st
 // range, outside [min, max].
 Result<int64_t> ParseCsvInt(const std::string& source, const CsvField& f, const std::string& column,
                             int64_t min, int64_t max);
+// A finite decimal number field: digits with an optional fraction and exponent, an optional
+// leading '-' (and '+' when allow_plus); no spaces, inf or nan. Errors name the field: empty,
+// not a number, out of range.
+Result<double> ParseCsvDecimal(const std::string& source, const CsvField& f,
+                               const std::string& column, bool allow_plus);
 
 }  // namespace tessera

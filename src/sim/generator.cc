@@ -282,7 +282,7 @@ double Lifetime(Rng& rng, const GeneratorConfig& c) {
   return std::clamp(std::round(s), 1.0, kMaxLifetimeS);
 }
 
-std::string CsvField(const std::string& s) {
+std::string CsvQuote(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char ch : s) {
@@ -388,9 +388,9 @@ std::string NodesCsv(const std::vector<NodeSpec>& nodes) {
   const GpuCatalog& cat = GpuCatalog::Builtin();
   std::string out = "sn,cpu_milli,memory_mib,gpu,model\n";
   for (const NodeSpec& n : nodes) {
-    out += CsvField(n.name) + "," + std::to_string(n.cpu.v) + "," + std::to_string(n.memory.v) +
+    out += CsvQuote(n.name) + "," + std::to_string(n.cpu.v) + "," + std::to_string(n.memory.v) +
            "," + std::to_string(n.gpu_count) + ",";
-    if (n.model != kNoGpuModel && n.model < cat.size()) out += CsvField(cat.Get(n.model).name);
+    if (n.model != kNoGpuModel && n.model < cat.size()) out += CsvQuote(cat.Get(n.model).name);
     out += "\n";
   }
   return out;
@@ -401,7 +401,7 @@ std::string PodsCsv(const std::vector<Workload>& pods) {
       "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,creation_time,deletion_time\n";
   for (const Workload& w : pods) {
     const Demand& d = w.demand;
-    out += CsvField(w.name) + "," + std::to_string(d.cpu.v) + "," + std::to_string(d.memory.v) +
+    out += CsvQuote(w.name) + "," + std::to_string(d.cpu.v) + "," + std::to_string(d.memory.v) +
            "," + std::to_string(d.num_gpu) + "," + std::to_string(d.gpu_milli) + "," +
            ModelList(d.models) + "," + std::to_string(w.creation) + ",";
     if (w.deletion >= 0) out += std::to_string(w.deletion);

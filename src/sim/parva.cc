@@ -33,30 +33,10 @@ Result<int> ParseInt(const std::string& source, const CsvField& f, const std::st
 // A decimal number: digits with an optional fraction and exponent; no sign, spaces, inf or nan.
 Result<double> ParseNonNegative(const std::string& source, const CsvField& f,
                                 const std::string& column) {
+  auto parsed = ParseCsvDecimal(source, f, column, /*allow_plus=*/false);
+  if (!parsed.ok()) return parsed;
   const std::string& t = f.text;
-  if (t.empty()) return CsvFieldError(source, f, column, "empty value, expected a number");
-  size_t i = t[0] == '-' ? 1 : 0;
-  size_t digits = 0;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
-  if (i < t.size() && t[i] == '.') {
-    ++i;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
-  }
-  bool ok = digits > 0;
-  if (ok && i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
-    ++i;
-    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
-    size_t exp_digits = 0;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++exp_digits;
-    ok = exp_digits > 0;
-  }
-  if (!ok || i != t.size()) return CsvFieldError(source, f, column, "'" + t + "' is not a number");
-  double v = 0;
-  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec == std::errc::result_out_of_range || (ec == std::errc() && !std::isfinite(v)))
-    return CsvFieldError(source, f, column, "'" + t + "' is out of range");
-  if (ec != std::errc() || p != t.data() + t.size())
-    return CsvFieldError(source, f, column, "'" + t + "' is not a number");
+  const double v = *parsed;
   if (t[0] == '-' && v != 0) return CsvFieldError(source, f, column, "negative value " + t);
   if (t[0] == '-') return CsvFieldError(source, f, column, "'" + t + "' has a sign");
   return v;

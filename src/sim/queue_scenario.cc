@@ -13,6 +13,7 @@
 #include "cluster/gpu_catalog.h"
 #include "sim/csv.h"
 #include "sim/json_positions.h"
+#include "sim/json_reader.h"
 #include "sim/trace.h"
 
 namespace tessera {
@@ -29,8 +30,6 @@ constexpr double kMaxWeight = 1e6;
 constexpr double kMaxSeconds = 1e10;
 constexpr double kMaxCycleS = 86400;
 constexpr double kMaxGpuEquivalent = 1000;
-constexpr int64_t kMaxCpuMilli = 64LL * 1024 * 1000;
-constexpr int64_t kMaxMemMib = 1LL << 40;
 constexpr int64_t kMaxPriority = 1000000000;
 
 // Depth check before indexing: nothing reasonable nests deeper. Empty, or the error with *at.
@@ -53,34 +52,9 @@ std::string CheckNesting(std::string_view t, size_t* at) {
 }
 
 // Schema checks with positions for the errors.
-class Reader {
+class Reader : public JsonSchemaReader {
  public:
-  Reader(std::string_view text, std::string file, const JsonPositions& pos)
-      : text_(text), file_(std::move(file)), pos_(pos) {}
-
-  Status Error(const std::string& path, const std::string& msg) const {
-    return At(pos_.Value(path), path, msg);
-  }
-  Status KeyError(const std::string& path, const std::string& msg) const {
-    return At(pos_.Key(path), path, msg);
-  }
-
-  Status Object(const json& v, const std::string& path, std::initializer_list<const char*> keys,
-                std::initializer_list<const char*> required) const {
-    if (!v.is_object()) return Error(path, "must be an object");
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      if (std::none_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) {
-        std::string known;
-        for (const char* a : keys) known += std::string(known.empty() ? "" : ", ") + a;
-        return KeyError(JsonChild(path, k), "unknown key '" + k + "' (known: " + known + ")");
-      }
-    }
-    for (const char* r : required) {
-      if (!v.contains(r)) return Error(path, std::string("missing required key '") + r + "'");
-    }
-    return Status::Ok();
-  }
+  using JsonSchemaReader::JsonSchemaReader;
 
   Status String(const json& obj, const char* key, const std::string& path, size_t max_len,
                 std::string* out) const {
@@ -95,47 +69,6 @@ class Reader {
     return Status::Ok();
   }
 
-  Status Bool(const json& obj, const char* key, const std::string& path, bool* out) const {
-    if (!obj.contains(key)) return Status::Ok();
-    const json& v = obj.at(key);
-    if (!v.is_boolean()) return Error(JsonChild(path, key), "must be true or false");
-    *out = v.get<bool>();
-    return Status::Ok();
-  }
-
-  Status Int(const json& obj, const char* key, const std::string& path, int64_t lo, int64_t hi,
-             int64_t* out) const {
-    if (!obj.contains(key)) return Status::Ok();
-    const json& v = obj.at(key);
-    const std::string p = JsonChild(path, key);
-    const std::string range = " in " + std::to_string(lo) + ".." + std::to_string(hi);
-    if (!v.is_number_integer()) return Error(p, "must be an integer" + range);
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-      return Error(p, "must be" + range);
-    const int64_t i =
-        v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
-    if (i < lo || i > hi) return Error(p, "must be" + range);
-    *out = i;
-    return Status::Ok();
-  }
-
-  Status Number(const json& v, const std::string& path, double lo, double hi, bool lo_open,
-                double* out) const {
-    const std::string range =
-        std::string(lo_open ? " in (" : " in [") + FormatNumber(lo) + ", " + FormatNumber(hi) + "]";
-    if (!v.is_number()) return Error(path, "must be a number" + range);
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || d < lo || (lo_open && d == lo) || d > hi)
-      return Error(path, "must be" + range);
-    *out = d;
-    return Status::Ok();
-  }
-  Status NumberKey(const json& obj, const char* key, const std::string& path, double lo, double hi,
-                   bool lo_open, double* out) const {
-    if (!obj.contains(key)) return Status::Ok();
-    return Number(obj.at(key), JsonChild(path, key), lo, hi, lo_open, out);
-  }
-
   Status Model(const json& v, const std::string& path, GpuModelId* out) const {
     if (!v.is_string()) return Error(path, "must be a GPU model name");
     const GpuCatalog& cat = GpuCatalog::Builtin();
@@ -146,17 +79,6 @@ class Reader {
     *out = *id;
     return Status::Ok();
   }
-
- private:
-  Status At(size_t offset, const std::string& path, const std::string& msg) const {
-    std::string where = file_;
-    if (offset != std::string::npos) where += ":" + LineCol(text_, offset);
-    return InvalidArgument(where + ": " + (path.empty() ? "" : path + ": ") + msg);
-  }
-
-  std::string_view text_;
-  std::string file_;
-  const JsonPositions& pos_;
 };
 
 // Expands "{i}" (node index in the group) and "{i/K}" (index divided by K) in a label value.
@@ -195,8 +117,8 @@ Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path,
   std::string prefix;
   TESSERA_RETURN_IF_ERROR(r.String(v, "name_prefix", path, 63, &prefix));
   int64_t count = 0, gpus = 0;
-  TESSERA_RETURN_IF_ERROR(r.Int(v, "count", path, 1, kMaxQueueNodes, &count));
-  TESSERA_RETURN_IF_ERROR(r.Int(v, "gpus", path, 0, kMaxGpusPerNode, &gpus));
+  TESSERA_RETURN_IF_ERROR(r.IntKey(v, "count", path, 1, kMaxQueueNodes, &count));
+  TESSERA_RETURN_IF_ERROR(r.IntKey(v, "gpus", path, 0, kMaxGpusPerNode, &gpus));
   GpuModelId model = kNoGpuModel;
   if (v.contains("gpu_model")) {
     if (gpus == 0) return r.Error(JsonChild(path, "gpu_model"), "a GPU model on nodes with 0 gpus");
@@ -401,16 +323,6 @@ std::string Stem(std::string_view filename) {
   return std::filesystem::path(std::string(filename)).stem().string();
 }
 
-std::string SyntaxMessage(const std::string& what) {
-  const size_t col = what.find("column ");
-  if (col != std::string::npos) {
-    const size_t colon = what.find(": ", col);
-    if (colon != std::string::npos) return what.substr(colon + 2);
-  }
-  const size_t bracket = what.find("] ");
-  return bracket == std::string::npos ? what : what.substr(bracket + 2);
-}
-
 Result<double> NumberField(const std::string& source, const CsvField& f, const std::string& column,
                            double lo, double hi, bool lo_open) {
   double v = 0;
@@ -437,15 +349,7 @@ const std::vector<std::string> kOptionalColumns = {"pods",     "min_member", "gp
 Result<QueueCluster> ParseQueueCluster(std::string_view text, std::string_view filename) {
   const std::string file(filename);
   json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    return InvalidArgument(file + ":" + LineCol(text, offset) +
-                           ": JSON syntax error: " + SyntaxMessage(e.what()));
-  } catch (const json::exception& e) {
-    return InvalidArgument(file + ": JSON error: " + SyntaxMessage(e.what()));
-  }
+  TESSERA_RETURN_IF_ERROR(ParseJsonText(text, file, &doc));
   size_t at = 0;
   std::string bad = CheckNesting(text, &at);
   JsonPositions pos;
@@ -618,28 +522,14 @@ Result<std::vector<QueueJob>> ParseQueueWorkload(std::string_view text, const st
       if (!min.ok()) return min.status();
       s.min_member = static_cast<int>(*min);
     }
-    auto cpu = ParseCsvInt(source, f[c_cpu], "cpu_milli", 0, kMaxCpuMilli);
-    if (!cpu.ok()) return cpu.status();
-    auto mem = ParseCsvInt(source, f[c_mem], "memory_mib", 0, kMaxMemMib);
-    if (!mem.ok()) return mem.status();
-    auto num = ParseCsvInt(source, f[c_num], "num_gpu", 0, kMaxGpusPerNode);
-    if (!num.ok()) return num.status();
-    auto milli = ParseCsvInt(source, f[c_milli], "gpu_milli", 0, 1000);
-    if (!milli.ok()) return milli.status();
-    if ((*num == 0) != (*milli == 0))
-      return CsvFieldError(source, f[c_milli], "gpu_milli",
-                           "num_gpu " + std::to_string(*num) + " with gpu_milli " +
-                               std::to_string(*milli) + ": both must be zero or both positive");
-    if (*num > 1 && *milli != 1000)
-      return CsvFieldError(
-          source, f[c_milli], "gpu_milli",
-          "a multi-GPU pod must ask for whole GPUs (1000), got " + std::to_string(*milli));
-    s.pod = Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
+    auto demand = ParsePodDemand(source, f[c_cpu], f[c_mem], f[c_num], f[c_milli]);
+    if (!demand.ok()) return demand.status();
+    s.pod = *demand;
     if (present(c_model)) {
       auto mask = ParseModelList(f[c_model].text);
       if (!mask.ok())
         return CsvFieldError(source, f[c_model], "gpu_model", mask.status().message());
-      if (*num == 0)
+      if (s.pod.num_gpu == 0)
         return CsvFieldError(source, f[c_model], "gpu_model",
                              "GPU models given for a CPU-only job");
       s.pod.models = *mask;

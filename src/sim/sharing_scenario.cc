@@ -11,6 +11,7 @@
 
 #include "core/random.h"
 #include "sim/json_positions.h"
+#include "sim/json_reader.h"
 
 namespace tessera {
 namespace {
@@ -30,35 +31,9 @@ constexpr double kMinGpuMemoryGib = 0.01;
 constexpr int64_t kMaxSeconds = 1000000000;
 
 // Validates the parsed document against the schema, with positions for the errors.
-class Reader {
+class Reader : public JsonSchemaReader {
  public:
-  Reader(std::string_view text, std::string filename, const JsonPositions& index)
-      : text_(text), file_(std::move(filename)), index_(index) {}
-
-  Status Error(const std::string& path, const std::string& msg) const {
-    return At(index_.Value(path), path, msg);
-  }
-  Status KeyError(const std::string& path, const std::string& msg) const {
-    return At(index_.Key(path), path, msg);
-  }
-
-  Status Object(const json& v, const std::string& path, std::initializer_list<const char*> keys,
-                std::initializer_list<const char*> required) const {
-    if (!v.is_object()) return Error(path, "must be an object");
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      const std::string& k = it.key();
-      if (std::find_if(keys.begin(), keys.end(), [&](const char* a) { return k == a; }) ==
-          keys.end()) {
-        std::string known;
-        for (const char* a : keys) known += std::string(known.empty() ? "" : ", ") + a;
-        return KeyError(JsonChild(path, k), "unknown key '" + k + "' (known: " + known + ")");
-      }
-    }
-    for (const char* r : required) {
-      if (!v.contains(r)) return Error(path, std::string("missing required key '") + r + "'");
-    }
-    return Status::Ok();
-  }
+  using JsonSchemaReader::JsonSchemaReader;
 
   Status String(const json& obj, const char* key, const std::string& path, std::string* out) const {
     if (!obj.contains(key)) return Status::Ok();
@@ -66,44 +41,6 @@ class Reader {
     if (!v.is_string()) return Error(JsonChild(path, key), "must be a string");
     *out = v.get<std::string>();
     return Status::Ok();
-  }
-
-  Status Int(const json& v, const std::string& path, int64_t lo, int64_t hi, int64_t* out) const {
-    const std::string range = " in " + std::to_string(lo) + ".." + std::to_string(hi);
-    if (!v.is_number_integer()) return Error(path, "must be an integer" + range);
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-      return Error(path, "must be" + range);
-    const int64_t i =
-        v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
-    if (i < lo || i > hi) return Error(path, "must be" + range);
-    *out = i;
-    return Status::Ok();
-  }
-  template <typename T>
-  Status IntKey(const json& obj, const char* key, const std::string& path, int64_t lo, int64_t hi,
-                T* out) const {
-    if (!obj.contains(key)) return Status::Ok();
-    int64_t v = 0;
-    TESSERA_RETURN_IF_ERROR(Int(obj.at(key), JsonChild(path, key), lo, hi, &v));
-    *out = static_cast<T>(v);
-    return Status::Ok();
-  }
-
-  Status Number(const json& v, const std::string& path, double lo, double hi, bool lo_open,
-                double* out) const {
-    const std::string range =
-        std::string(lo_open ? " in (" : " in [") + FormatNumber(lo) + ", " + FormatNumber(hi) + "]";
-    if (!v.is_number()) return Error(path, "must be a number" + range);
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || d < lo || (lo_open && d == lo) || d > hi)
-      return Error(path, "must be" + range);
-    *out = d;
-    return Status::Ok();
-  }
-  Status NumberKey(const json& obj, const char* key, const std::string& path, double lo, double hi,
-                   bool lo_open, double* out) const {
-    if (!obj.contains(key)) return Status::Ok();
-    return Number(obj.at(key), JsonChild(path, key), lo, hi, lo_open, out);
   }
 
   // A number, or [low, high] with low <= high; integers only when `integer`.
@@ -135,17 +72,6 @@ class Reader {
           path, "low end " + FormatNumber(out->lo) + " exceeds high end " + FormatNumber(out->hi));
     return Status::Ok();
   }
-
- private:
-  Status At(size_t offset, const std::string& path, const std::string& msg) const {
-    std::string where = file_;
-    if (offset != std::string::npos) where += ":" + LineCol(text_, offset);
-    return InvalidArgument(where + ": " + (path.empty() ? "" : path + ": ") + msg);
-  }
-
-  std::string_view text_;
-  std::string file_;
-  const JsonPositions& index_;
 };
 
 Status ReadNodeGroup(const Reader& r, const json& v, const std::string& path, SharingNodeGroup* g) {
@@ -347,31 +273,12 @@ std::string Stem(std::string_view filename) {
   return s;
 }
 
-std::string SyntaxMessage(const std::string& what) {
-  // nlohmann: "[json.exception.parse_error.101] parse error at line L, column C: MESSAGE"
-  const size_t col = what.find("column ");
-  if (col != std::string::npos) {
-    const size_t colon = what.find(": ", col);
-    if (colon != std::string::npos) return what.substr(colon + 2);
-  }
-  const size_t bracket = what.find("] ");
-  return bracket == std::string::npos ? what : what.substr(bracket + 2);
-}
-
 }  // namespace
 
 Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_view filename) {
   const std::string file(filename);
   json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    const size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    return InvalidArgument(file + ":" + LineCol(text, offset) +
-                           ": JSON syntax error: " + SyntaxMessage(e.what()));
-  } catch (const json::exception& e) {
-    return InvalidArgument(file + ": JSON error: " + SyntaxMessage(e.what()));
-  }
+  TESSERA_RETURN_IF_ERROR(ParseJsonText(text, file, &doc));
   JsonPositions index;
   size_t dup_at = 0;
   const std::string dup = index.Build(text, &dup_at);

@@ -125,6 +125,28 @@ Result<std::vector<NodeSpec>> ParseNodesCsv(std::string_view content, const std:
   return out;
 }
 
+Result<Demand> ParsePodDemand(const std::string& source, const CsvField& cpu_milli,
+                              const CsvField& memory_mib, const CsvField& num_gpu,
+                              const CsvField& gpu_milli) {
+  auto cpu = ParseCsvInt(source, cpu_milli, "cpu_milli", 0, kMaxCpuMilli);
+  if (!cpu.ok()) return cpu.status();
+  auto mem = ParseCsvInt(source, memory_mib, "memory_mib", 0, kMaxMemMib);
+  if (!mem.ok()) return mem.status();
+  auto num = ParseCsvInt(source, num_gpu, "num_gpu", 0, kMaxGpusPerNode);
+  if (!num.ok()) return num.status();
+  auto milli = ParseCsvInt(source, gpu_milli, "gpu_milli", 0, 1000);
+  if (!milli.ok()) return milli.status();
+  if ((*num == 0) != (*milli == 0))
+    return CsvFieldError(source, gpu_milli, "gpu_milli",
+                         "num_gpu " + std::to_string(*num) + " with gpu_milli " +
+                             std::to_string(*milli) + ": both must be zero or both positive");
+  if (*num > 1 && *milli != 1000)
+    return CsvFieldError(
+        source, gpu_milli, "gpu_milli",
+        "a multi-GPU pod must ask for whole GPUs (1000), got " + std::to_string(*milli));
+  return Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
+}
+
 Result<std::vector<Workload>> ParsePodsCsv(std::string_view content, const std::string& source) {
   auto rows = ParseCsv(content, source);
   if (!rows.ok()) return rows.status();
@@ -148,28 +170,13 @@ Result<std::vector<Workload>> ParsePodsCsv(std::string_view content, const std::
     if (w.name.empty()) return CsvFieldError(source, f[c_name], "name", "empty pod name");
     if (!names.insert(w.name).second)
       return CsvFieldError(source, f[c_name], "name", "duplicate pod name '" + w.name + "'");
-    auto cpu = ParseCsvInt(source, f[c_cpu], "cpu_milli", 0, kMaxCpuMilli);
-    if (!cpu.ok()) return cpu.status();
-    auto mem = ParseCsvInt(source, f[c_mem], "memory_mib", 0, kMaxMemMib);
-    if (!mem.ok()) return mem.status();
-    auto num = ParseCsvInt(source, f[c_num], "num_gpu", 0, kMaxGpusPerNode);
-    if (!num.ok()) return num.status();
-    auto milli = ParseCsvInt(source, f[c_milli], "gpu_milli", 0, 1000);
-    if (!milli.ok()) return milli.status();
-    if ((*num == 0) != (*milli == 0))
-      return CsvFieldError(source, f[c_milli], "gpu_milli",
-                           "num_gpu " + std::to_string(*num) + " with gpu_milli " +
-                               std::to_string(*milli) + ": both must be zero or both positive");
-    if (*num > 1 && *milli != 1000)
-      return CsvFieldError(
-          source, f[c_milli], "gpu_milli",
-          "a multi-GPU pod must ask for whole GPUs (1000), got " + std::to_string(*milli));
-    w.demand =
-        Demand{MilliCpu(*cpu), MiB(*mem), static_cast<int>(*num), static_cast<int>(*milli), 0};
+    auto demand = ParsePodDemand(source, f[c_cpu], f[c_mem], f[c_num], f[c_milli]);
+    if (!demand.ok()) return demand.status();
+    w.demand = *demand;
     if (c_spec >= 0 && !f[c_spec].text.empty()) {
       auto mask = ParseModelList(f[c_spec].text);
       if (!mask.ok()) return CsvFieldError(source, f[c_spec], "gpu_spec", mask.status().message());
-      if (*num == 0)
+      if (w.demand.num_gpu == 0)
         return CsvFieldError(source, f[c_spec], "gpu_spec", "GPU models given for a CPU-only pod");
       w.demand.models = *mask;
     }
