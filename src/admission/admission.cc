@@ -739,8 +739,7 @@ struct Admission::Impl {
     j.res_charge = charge;
     qs[j.queue].usage[f] += charge;
     qs[j.queue].reserved[f] += charge;
-    for (size_t n = 0; n < j.reserved.size(); ++n)
-      if (j.reserved[n]) free_mask[n] = 0;
+    for (NodeIdx n : j.reserved_nodes) free_mask[n] = 0;
     any_reservation = true;
   }
 
@@ -777,6 +776,7 @@ struct Admission::Impl {
     const bool within_nominal = (qs[j.queue].usage[f] + est).FitsIn(qspec.flavors[f].nominal);
     struct Cand {
       WorkloadId id;
+      const Job* job;
       double lost;  // GPU-seconds of progress lost
       int priority;
       double start;
@@ -814,7 +814,7 @@ struct Admission::Impl {
         if (!ok) continue;
         const double gpus = static_cast<double>(v.spec.pod.TotalMilliGpu()) / 1000.0 *
                             static_cast<double>(v.pods.size());
-        cands.push_back({id, gpus * (now - v.start), v.spec.priority, v.start, reclaim});
+        cands.push_back({id, &v, gpus * (now - v.start), v.spec.priority, v.start, reclaim});
       }
     }
     if (cands.empty()) return false;
@@ -853,19 +853,19 @@ struct Admission::Impl {
     // quota check still refuses j, or (a single pod that found no node) no freed node fits it.
     {
       for (const Cand& c : cands) {
-        const Job& v = jobs.at(c.id);
+        const Job& v = *c.job;
         qs[v.queue].usage[v.flavor] -= v.charged;
       }
       const bool quota_ok = QuotaFits(j.queue, f, est_rest, false).ok();
       for (const Cand& c : cands) {
-        const Job& v = jobs.at(c.id);
+        const Job& v = *c.job;
         qs[v.queue].usage[v.flavor] += v.charged;
       }
       if (!quota_ok) return false;
       if (placement_failed && single_pod) {
         std::vector<std::pair<NodeIdx, NodeFree>> freed;
         for (const Cand& c : cands) {
-          const Job& v = jobs.at(c.id);
+          const Job& v = *c.job;
           for (const Placement& p : v.placements) {
             auto it = std::find_if(freed.begin(), freed.end(),
                                    [&](const auto& x) { return x.first == p.node; });
