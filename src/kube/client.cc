@@ -31,12 +31,17 @@ uint64_t SplitMix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
+bool IsUnreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == '~';
+}
+
 std::string PercentEncode(std::string_view s) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
   out.reserve(s.size());
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    if (IsUnreserved(c)) {
       out.push_back(static_cast<char>(c));
     } else {
       out.push_back('%');
@@ -45,6 +50,37 @@ std::string PercentEncode(std::string_view s) {
     }
   }
   return out;
+}
+
+// The value as it appears in an error message: printable ASCII kept, other bytes and the
+// backslash as \xNN, long values shortened.
+std::string QuoteForMessage(std::string_view v) {
+  static const char* kHex = "0123456789abcdef";
+  constexpr size_t kShown = 64;
+  std::string out = "'";
+  for (size_t i = 0; i < v.size() && i < kShown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(v[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  out += "'";
+  if (v.size() > kShown) out += "... (" + std::to_string(v.size()) + " bytes)";
+  return out;
+}
+
+bool IsLowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+// A non-empty run of [a-z0-9-] starting and ending alphanumeric.
+bool IsDnsPart(std::string_view p) {
+  if (p.empty() || !IsLowerAlnum(p.front()) || !IsLowerAlnum(p.back())) return false;
+  return std::all_of(p.begin(), p.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
 }
 
 std::string EncodeQuery(const std::map<std::string, std::string>& query) {
@@ -171,6 +207,50 @@ bool IsIpAddress(const std::string& host) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// API paths and names
+
+std::string EscapePathSegment(std::string_view segment) {
+  return PercentEncode(segment);
+}
+
+Result<std::string> BuildApiPath(std::initializer_list<std::string_view> segments) {
+  if (segments.size() == 0) return InvalidArgument("API path without segments");
+  std::string out;
+  for (std::string_view seg : segments) {
+    if (seg.empty() || seg == "." || seg == "..")
+      return InvalidArgument("API path segment " + QuoteForMessage(seg) +
+                             " is empty or a relative step");
+    out += '/';
+    out += PercentEncode(seg);
+  }
+  return out;
+}
+
+Status ValidateDns1123Label(std::string_view field, std::string_view value) {
+  constexpr size_t kMax = 63;
+  if (value.size() <= kMax && IsDnsPart(value)) return Status::Ok();
+  return InvalidArgument(std::string(field) + " " + QuoteForMessage(value) +
+                         " is not a valid DNS-1123 label (1-63 characters of a-z, 0-9 and '-', "
+                         "starting and ending with a letter or digit)");
+}
+
+Status ValidateDns1123Subdomain(std::string_view field, std::string_view value) {
+  constexpr size_t kMax = 253;
+  bool ok = !value.empty() && value.size() <= kMax;
+  for (size_t start = 0; ok;) {
+    const size_t dot = value.find('.', start);
+    ok = IsDnsPart(value.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (ok) return Status::Ok();
+  return InvalidArgument(std::string(field) + " " + QuoteForMessage(value) +
+                         " is not a valid DNS-1123 subdomain (at most 253 characters of a-z, 0-9, "
+                         "'-' and '.', each '.'-separated part starting and ending with a letter "
+                         "or digit)");
+}
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -736,6 +816,11 @@ ClientStats Client::stats() const {
 Status Client::Bind(const std::string& ns, const std::string& pod, const std::string& uid,
                     const std::string& node,
                     const std::map<std::string, std::string>& annotations) {
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Label("namespace", ns));
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Subdomain("pod name", pod));
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Subdomain("node name", node));
+  auto path = BuildApiPath({"api", "v1", "namespaces", ns, "pods", pod, "binding"});
+  if (!path.ok()) return path.status();
   Json meta = {{"name", pod}, {"namespace", ns}};
   if (!uid.empty()) meta["uid"] = uid;
   if (!annotations.empty()) meta["annotations"] = annotations;
@@ -743,13 +828,17 @@ Status Client::Bind(const std::string& ns, const std::string& pod, const std::st
                      {"kind", "Binding"},
                      {"metadata", std::move(meta)},
                      {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
-  auto r = Post("/api/v1/namespaces/" + ns + "/pods/" + pod + "/binding", body);
+  auto r = Post(*path, body);
   return r.ok() ? Status::Ok() : r.status();
 }
 
 Status Client::PodEvent(const std::string& ns, const std::string& pod, const std::string& uid,
                         const std::string& type, const std::string& reason,
                         const std::string& note) {
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Label("namespace", ns));
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Subdomain("pod name", pod));
+  auto path = BuildApiPath({"apis", "events.k8s.io", "v1", "namespaces", ns, "events"});
+  if (!path.ok()) return path.status();
   std::string instance = config_.reporting_instance;
   if (instance.empty()) {
     char host[256] = {0};
@@ -769,16 +858,20 @@ Status Client::PodEvent(const std::string& ns, const std::string& pod, const std
                      {"regarding", std::move(regarding)},
                      {"note", TruncateUtf8(note, 1024)},
                      {"type", type}};
-  auto r = Post("/apis/events.k8s.io/v1/namespaces/" + ns + "/events", body);
+  auto r = Post(*path, body);
   return r.ok() ? Status::Ok() : r.status();
 }
 
 Status Client::Evict(const std::string& ns, const std::string& pod, int64_t grace_period_s) {
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Label("namespace", ns));
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Subdomain("pod name", pod));
+  auto path = BuildApiPath({"api", "v1", "namespaces", ns, "pods", pod, "eviction"});
+  if (!path.ok()) return path.status();
   Json body = {{"apiVersion", "policy/v1"},
                {"kind", "Eviction"},
                {"metadata", {{"name", pod}, {"namespace", ns}}}};
   if (grace_period_s >= 0) body["deleteOptions"] = {{"gracePeriodSeconds", grace_period_s}};
-  auto r = Post("/api/v1/namespaces/" + ns + "/pods/" + pod + "/eviction", body);
+  auto r = Post(*path, body);
   return r.ok() ? Status::Ok() : r.status();
 }
 

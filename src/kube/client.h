@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -87,6 +88,26 @@ double RetryAfterOf(const Status& s);
 // above); `retry_after_s` < 0 = no Retry-After. `reason` is the API Status reason, if any.
 Status HttpError(int http_status, const std::string& message, double retry_after_s = -1,
                  const std::string& reason = "");
+
+// API paths. Every path the client builds from names (namespaces, pods, nodes, leases) goes
+// through BuildApiPath, after the names were checked with the validators below, so no input can
+// add, remove or reinterpret a path segment, a query or a fragment.
+//
+// One path segment, percent-encoded: RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~) are
+// kept, every other byte (including '/', '?', '#', '%' and non-ASCII) becomes %XX (upper case).
+std::string EscapePathSegment(std::string_view segment);
+// "/" + the escaped segments joined by "/", e.g. {"api", "v1", "namespaces", ns, "pods"}.
+// InvalidArgument (nothing built) when there is no segment, or a segment is empty, "." or ".."
+// (which a server or proxy could resolve as a path step).
+Result<std::string> BuildApiPath(std::initializer_list<std::string_view> segments);
+// Kubernetes name rules. InvalidArgument naming `field` and quoting the value (non-printable
+// bytes as \xNN, long values shortened) when the value does not conform; Ok otherwise.
+// DNS-1123 label (namespaces): 1..63 characters of [a-z0-9-], starting and ending alphanumeric.
+Status ValidateDns1123Label(std::string_view field, std::string_view value);
+// DNS-1123 subdomain (pods, nodes, leases): 1..253 characters of [a-z0-9-.] whose '.'-separated
+// parts are non-empty and start and end alphanumeric (a part may exceed 63 characters, as
+// Kubernetes allows).
+Status ValidateDns1123Subdomain(std::string_view field, std::string_view value);
 
 // Cancels the Watch calls it is passed to, from any thread, promptly (an in-flight stream is
 // shut down). Once cancelled it stays cancelled. Thread-safe; must outlive the Watch calls.
@@ -171,7 +192,8 @@ class Client {
 
   ClientStats stats() const;
 
-  // Convenience wrappers.
+  // Convenience wrappers. Each validates its names first (namespace: DNS-1123 label; pod and
+  // node: DNS-1123 subdomain) and returns InvalidArgument, sending nothing, when one is invalid.
   // POST /api/v1/namespaces/{ns}/pods/{name}/binding with the annotations merged into the pod.
   Status Bind(const std::string& ns, const std::string& pod, const std::string& uid,
               const std::string& node, const std::map<std::string, std::string>& annotations);

@@ -6,10 +6,17 @@
 #include <thread>
 
 namespace tessera::kube {
+namespace {
+
+Status ValidateLeaseNames(const std::string& ns, const std::string& name) {
+  TESSERA_RETURN_IF_ERROR(ValidateDns1123Label("leader election: lease namespace", ns));
+  return ValidateDns1123Subdomain("leader election: lease name", name);
+}
+
+}  // namespace
 
 Status LeaderConfig::Validate() const {
-  if (ns.empty() || name.empty())
-    return InvalidArgument("leader election: empty lease namespace or name");
+  TESSERA_RETURN_IF_ERROR(ValidateLeaseNames(ns, name));
   if (identity.empty()) return InvalidArgument("leader election: empty identity");
   if (!(retry_period_s > 0) || !(renew_deadline_s > retry_period_s) ||
       !(lease_duration_s > renew_deadline_s))
@@ -32,14 +39,24 @@ std::string MicroTimeNow() {
 }
 
 LeaderElector::LeaderElector(Client& client, LeaderConfig config)
-    : client_(client), config_(std::move(config)) {}
-
-std::string LeaderElector::Path() const {
-  return "/apis/coordination.k8s.io/v1/namespaces/" + config_.ns + "/leases/" + config_.name;
+    : client_(client), config_(std::move(config)) {
+  names_ = ValidateLeaseNames(config_.ns, config_.name);
+  if (!names_.ok()) return;
+  auto collection =
+      BuildApiPath({"apis", "coordination.k8s.io", "v1", "namespaces", config_.ns, "leases"});
+  auto object = BuildApiPath(
+      {"apis", "coordination.k8s.io", "v1", "namespaces", config_.ns, "leases", config_.name});
+  if (!collection.ok() || !object.ok()) {
+    names_ = collection.ok() ? object.status() : collection.status();
+    return;
+  }
+  collection_path_ = std::move(*collection);
+  object_path_ = std::move(*object);
 }
 
 Result<bool> LeaderElector::TryAcquireOrRenew(double now_s) {
-  auto got = client_.Get(Path());
+  if (!names_.ok()) return names_;
+  auto got = client_.Get(object_path_);
   const std::string now = MicroTimeNow();
   const int duration = static_cast<int>(std::ceil(config_.lease_duration_s));
   if (!got.ok()) {
@@ -53,8 +70,7 @@ Result<bool> LeaderElector::TryAcquireOrRenew(double now_s) {
                     {"acquireTime", now},
                     {"renewTime", now},
                     {"leaseTransitions", 0}}}};
-    auto created =
-        client_.Post("/apis/coordination.k8s.io/v1/namespaces/" + config_.ns + "/leases", lease);
+    auto created = client_.Post(collection_path_, lease);
     if (!created.ok()) {
       if (HttpStatusOf(created.status()) == 409) return false;  // someone else created it
       return created.status();
@@ -87,7 +103,7 @@ Result<bool> LeaderElector::TryAcquireOrRenew(double now_s) {
     lease["spec"]["acquireTime"] = now;
     lease["spec"]["leaseTransitions"] = transitions + 1;
   }
-  auto put = client_.Put(Path(), lease);
+  auto put = client_.Put(object_path_, lease);
   if (!put.ok()) {
     if (HttpStatusOf(put.status()) == 409) {
       leader_ = false;
@@ -132,12 +148,13 @@ void LeaderElector::Run(std::atomic<bool>& stop, const std::function<void()>& on
 }
 
 Status LeaderElector::Release() {
-  auto got = client_.Get(Path());
+  if (!names_.ok()) return names_;
+  auto got = client_.Get(object_path_);
   if (!got.ok()) return got.status();
   Json lease = *got;
   if (lease["spec"].value("holderIdentity", "") != config_.identity) return Status::Ok();
   lease["spec"]["holderIdentity"] = "";
-  auto put = client_.Put(Path(), lease);
+  auto put = client_.Put(object_path_, lease);
   leader_ = false;
   return put.ok() ? Status::Ok() : put.status();
 }

@@ -7,6 +7,9 @@
 // replica won. A leader that cannot renew within renew_deadline_s stops leading (callbacks tell
 // the caller to stop scheduling before another replica may take over, since
 // renew_deadline_s < lease_duration_s). Release() clears the holder on graceful shutdown.
+// The lease namespace must be a DNS-1123 label and its name a DNS-1123 subdomain (Validate); an
+// elector built with other names sends no request: TryAcquireOrRenew and Release return
+// InvalidArgument, and Run never leads.
 // Thread-safe: Run() on one thread; is_leader() from any.
 #pragma once
 
@@ -55,9 +58,11 @@ class LeaderElector {
   const LeaderConfig& config() const { return config_; }
 
  private:
-  std::string Path() const;
   Client& client_;
   LeaderConfig config_;
+  // From the constructor: the names' validation and the lease's collection and object paths.
+  Status names_;
+  std::string collection_path_, object_path_;
   std::atomic<bool> leader_{false};
   // Observation of another holder's lease: its resourceVersion and when we first saw it.
   std::string observed_rv_;

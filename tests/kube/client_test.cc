@@ -22,6 +22,7 @@
 #include <openssl/x509v3.h>
 
 #include "kube/informer.h"
+#include "kube/leader.h"
 #include "tests/kube/fake_apiserver.h"
 
 namespace tessera::kube {
@@ -838,6 +839,175 @@ TEST_F(FakeTest, EventsAndLeases) {
   EXPECT_TRUE(client_->Put(leases + "/tessera", mine).ok());
   EXPECT_EQ(client_->Put(leases + "/tessera", theirs).status().code(), StatusCode::kConflict);
   EXPECT_EQ((*fake_.Get(leases + "/tessera"))["spec"]["holderIdentity"], "b");
+}
+
+// ---------------------------------------------------------------------------------------------
+// API paths and names
+
+TEST(ApiPathTest, EveryByteOutsideTheUnreservedSetIsEscaped) {
+  EXPECT_EQ(EscapePathSegment("AZaz09-._~"), "AZaz09-._~");
+  EXPECT_EQ(EscapePathSegment("a/../b?c=1#d%2F e"), "a%2F..%2Fb%3Fc%3D1%23d%252F%20e");
+  EXPECT_EQ(EscapePathSegment("\xc3\xa9\x01+:@"), "%C3%A9%01%2B%3A%40");
+  auto path = BuildApiPath({"api", "v1", "namespaces", "ml", "pods", "a/../../x?y=1#", "binding"});
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  EXPECT_EQ(*path, "/api/v1/namespaces/ml/pods/a%2F..%2F..%2Fx%3Fy%3D1%23/binding");
+  auto dots = BuildApiPath({"api", "v1", "nodes", "..."});
+  ASSERT_TRUE(dots.ok());
+  EXPECT_EQ(*dots, "/api/v1/nodes/...");
+  for (const char* bad : {"", ".", ".."}) {
+    auto r = BuildApiPath({"api", "v1", "namespaces", bad, "pods"});
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
+  }
+  EXPECT_EQ(BuildApiPath({}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NameValidationTest, Dns1123LabelsAndSubdomains) {
+  const std::string label63(63, 'a'), sub253 = std::string(126, 'a') + "." + std::string(126, 'b');
+  for (const std::string& good : {std::string("ml"), std::string("a"), std::string("0"),
+                                  std::string("team-a"), std::string("9-x-9"), label63}) {
+    EXPECT_TRUE(ValidateDns1123Label("namespace", good).ok()) << good;
+    EXPECT_TRUE(ValidateDns1123Subdomain("pod name", good).ok()) << good;
+  }
+  for (const std::string& good : {std::string("train-0.shard-1"), std::string("gpu-a.rack-1.dc"),
+                                  std::string(200, 'p'), sub253}) {
+    EXPECT_TRUE(ValidateDns1123Subdomain("pod name", good).ok()) << good;
+    EXPECT_FALSE(ValidateDns1123Label("namespace", good).ok()) << good;
+  }
+  EXPECT_FALSE(ValidateDns1123Label("namespace", label63 + "a").ok());
+  EXPECT_FALSE(ValidateDns1123Subdomain("pod name", sub253 + "b").ok());
+  for (const std::string& bad : {std::string(""),
+                                 std::string("ML"),
+                                 std::string("Train-0"),
+                                 std::string("-a"),
+                                 std::string("a-"),
+                                 std::string("a_b"),
+                                 std::string("a b"),
+                                 std::string("."),
+                                 std::string(".."),
+                                 std::string(".a"),
+                                 std::string("a."),
+                                 std::string("a..b"),
+                                 std::string("a.-b"),
+                                 std::string("a/b"),
+                                 std::string("a?b"),
+                                 std::string("a#"),
+                                 std::string("a%2Fb"),
+                                 std::string("a\nb"),
+                                 std::string("a/../../../../apis/x?y=1#"),
+                                 std::string("\xc3\xa9")}) {
+    const Status label = ValidateDns1123Label("namespace", bad);
+    const Status sub = ValidateDns1123Subdomain("pod name", bad);
+    EXPECT_EQ(label.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(sub.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(sub.message().rfind("pod name '", 0), 0u) << sub.message();
+  }
+  // The value is quoted with control bytes escaped and long values shortened.
+  EXPECT_EQ(ValidateDns1123Label("namespace", "A\n").message().rfind("namespace 'A\\x0a' is", 0),
+            0u);
+  const std::string long_message =
+      ValidateDns1123Subdomain("node name", std::string(300, 'x')).message();
+  EXPECT_NE(long_message.find("... (300 bytes)"), std::string::npos) << long_message;
+  EXPECT_LT(long_message.size(), 300u);
+}
+
+// Names an attacker could choose for a pod, namespace or node, none of them valid.
+const std::vector<std::string>& BadNames() {
+  static const std::vector<std::string> kBad = {
+      "a/../../../../apis/x?y=1#", "..",      ".",   "x?watch=true",   "x#frag", "a%2Fb", "a/b", "",
+      std::string(254, 'a'),       "Train-0", "a b", "a\r\nHost: evil"};
+  return kBad;
+}
+
+TEST_F(FakeTest, InvalidNamesAreRefusedBeforeAnyRequestIsSent) {
+  for (const std::string& bad : BadNames()) {
+    SCOPED_TRACE("name '" + bad + "'");
+    const Status calls[] = {
+        client_->Bind(bad, "p", "", "gpu-a", {}),
+        client_->Bind("ml", bad, "", "gpu-a", {}),
+        client_->Bind("ml", "p", "", bad, {}),
+        client_->PodEvent(bad, "p", "", "Warning", "FailedScheduling", "no GPU"),
+        client_->PodEvent("ml", bad, "", "Warning", "FailedScheduling", "no GPU"),
+        client_->Evict(bad, "p"),
+        client_->Evict("ml", bad),
+    };
+    const char* fields[] = {"namespace", "pod name",  "node name", "namespace",
+                            "pod name",  "namespace", "pod name"};
+    for (size_t i = 0; i < std::size(calls); ++i) {
+      EXPECT_EQ(calls[i].code(), StatusCode::kInvalidArgument) << i << ": " << calls[i].ToString();
+      EXPECT_EQ(calls[i].message().rfind(std::string(fields[i]) + " '", 0), 0u)
+          << i << ": " << calls[i].message();
+    }
+  }
+  // A 64-character namespace is a valid subdomain but not a valid label.
+  EXPECT_EQ(client_->Evict(std::string(64, 'n'), "p").code(), StatusCode::kInvalidArgument);
+  for (const auto& r : fake_.Requests())
+    ADD_FAILURE() << "request sent: " << r.method << " " << r.target;
+  EXPECT_EQ(fake_.counters().requests, 0);
+  EXPECT_EQ(client_->stats().requests, 0);
+}
+
+TEST_F(FakeTest, ValidNamesReachTheirExactPaths) {
+  const std::string ns = "team-a", pod = "train-0.shard-1", node = "gpu-a.rack-1";
+  ASSERT_TRUE(fake_.Create("/api/v1/namespaces/" + ns + "/pods", Pod(ns, pod)).ok());
+  ASSERT_TRUE(fake_.Create("/api/v1/namespaces/" + ns + "/pods", Pod(ns, "victim")).ok());
+  ASSERT_TRUE(client_->Bind(ns, pod, "", node, {{"tessera.io/assignment", "x"}}).ok());
+  ASSERT_TRUE(client_->PodEvent(ns, pod, "", "Normal", "Scheduled", "bound").ok());
+  ASSERT_TRUE(client_->Evict(ns, "victim").ok());
+  const auto requests = fake_.Requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].target, "/api/v1/namespaces/team-a/pods/train-0.shard-1/binding");
+  EXPECT_EQ(requests[1].target, "/apis/events.k8s.io/v1/namespaces/team-a/events");
+  EXPECT_EQ(requests[2].target, "/api/v1/namespaces/team-a/pods/victim/eviction");
+  EXPECT_EQ((*fake_.Get("/api/v1/namespaces/team-a/pods/train-0.shard-1"))["spec"]["nodeName"],
+            node);
+}
+
+TEST_F(FakeTest, AnEscapedSegmentStaysOneSegmentOnTheWire) {
+  auto path = BuildApiPath({"api", "v1", "namespaces", "ml", "pods", "a/../../x?y=1#"});
+  ASSERT_TRUE(path.ok());
+  auto r = client_->Get(*path);
+  EXPECT_FALSE(r.ok());
+  const auto requests = fake_.Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].target, "/api/v1/namespaces/ml/pods/a%2F..%2F..%2Fx%3Fy%3D1%23");
+  EXPECT_TRUE(requests[0].query.empty());
+}
+
+TEST_F(FakeTest, LeaderElectionChecksTheLeaseNames) {
+  LeaderConfig cfg;
+  cfg.identity = "replica-a";
+  for (const auto& [ns, name] :
+       std::vector<std::pair<std::string, std::string>>{{"kube-system/../../x", "tessera"},
+                                                        {"kube-system", "tessera?dryRun=All"},
+                                                        {"", "tessera"},
+                                                        {"kube-system", ""},
+                                                        {"Kube-System", "tessera"},
+                                                        {"kube-system", ".."}}) {
+    cfg.ns = ns;
+    cfg.name = name;
+    EXPECT_EQ(cfg.Validate().code(), StatusCode::kInvalidArgument) << ns << " " << name;
+    LeaderElector elector(*client_, cfg);
+    EXPECT_EQ(elector.TryAcquireOrRenew(0).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(elector.Release().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_TRUE(fake_.Requests().empty());
+
+  cfg.ns = "tessera-system";
+  cfg.name = "tessera-scheduler.gpu";
+  ASSERT_TRUE(cfg.Validate().ok());
+  LeaderElector elector(*client_, cfg);
+  auto leads = elector.TryAcquireOrRenew(0);
+  ASSERT_TRUE(leads.ok()) << leads.status().ToString();
+  EXPECT_TRUE(*leads);
+  ASSERT_TRUE(elector.TryAcquireOrRenew(1).ok());
+  const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases";
+  std::vector<std::string> seen;
+  for (const auto& r : fake_.Requests()) seen.push_back(r.method + " " + r.target);
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"GET " + leases + "/tessera-scheduler.gpu", "POST " + leases,
+                                      "GET " + leases + "/tessera-scheduler.gpu",
+                                      "PUT " + leases + "/tessera-scheduler.gpu"}));
 }
 
 TEST_F(FakeTest, HttpErrorsCarryCodeAndRetryAfter) {

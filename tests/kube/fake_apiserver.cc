@@ -1064,6 +1064,10 @@ struct FakeApiServer::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++counters.requests;
+      request_log.push_back(RecordedRequest{
+          req.method, req.target, req.path,
+          std::multimap<std::string, std::string>(req.params.begin(), req.params.end())});
+      while (request_log.size() > options.request_log_limit) request_log.pop_front();
     }
     if (InjectFault(res)) return;
     const auto p = ParsePath(req.path);
@@ -1171,6 +1175,7 @@ struct FakeApiServer::Impl {
   std::vector<Budget> budgets;
   std::map<std::string, int64_t> bindings, binding_attempts;
   FakeApiServerCounters counters;
+  std::deque<RecordedRequest> request_log;
   uint64_t rng_state;
 
   std::mutex fault_mu;
@@ -1394,6 +1399,16 @@ void FakeApiServer::ClearFaults() {
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->history_limit = impl_->options.history_limit;
+}
+
+std::vector<RecordedRequest> FakeApiServer::Requests() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return {impl_->request_log.begin(), impl_->request_log.end()};
+}
+
+void FakeApiServer::ClearRequests() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->request_log.clear();
 }
 
 FakeApiServerCounters FakeApiServer::counters() const {

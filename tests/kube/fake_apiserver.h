@@ -37,6 +37,9 @@
 // and a shrinkable history window that turns old versions into 410s. Direct accessors read and
 // write the store without HTTP and without faults (their writes are watch events too).
 //
+// Request log: every request is recorded (method, target as sent, decoded path and query; the
+// latest request_log_limit of them) so tests can check which API calls a component makes.
+//
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
@@ -60,8 +63,9 @@ struct FakeApiServerOptions {
   int threads = 64;               // HTTP worker threads (each open connection or watch holds one)
   size_t history_limit = 200000;  // events kept for watch resumption
   double bookmark_interval_s = 1;
-  bool gone_as_http = false;  // a too-old watch version: HTTP 410 instead of an ERROR event
-  uint64_t seed = 1;          // uids, generateName suffixes, injected faults
+  bool gone_as_http = false;          // a too-old watch version: HTTP 410 instead of an ERROR event
+  uint64_t seed = 1;                  // uids, generateName suffixes, injected faults
+  size_t request_log_limit = 100000;  // requests kept by the log (the oldest are dropped)
 };
 
 struct FakeApiServerCounters {
@@ -77,6 +81,14 @@ struct FakeApiServerCounters {
   int64_t evictions_blocked = 0;
   int64_t injected_errors = 0;     // 500/503
   int64_t injected_throttles = 0;  // 429
+};
+
+// One request as it reached the server.
+struct RecordedRequest {
+  std::string method;  // GET, POST, PUT, PATCH, DELETE
+  std::string target;  // path and query exactly as sent (percent-encoding intact)
+  std::string path;    // the path, percent-decoded by the HTTP server
+  std::multimap<std::string, std::string> query;  // decoded query parameters
 };
 
 class FakeApiServer {
@@ -131,6 +143,10 @@ class FakeApiServer {
   void ClearFaults();  // all of the above back to none (history limit to the option's value)
 
   FakeApiServerCounters counters() const;
+  // The requests received since Start or the last ClearRequests (at most request_log_limit,
+  // the latest), in arrival order, including those answered with an injected fault or an error.
+  std::vector<RecordedRequest> Requests() const;
+  void ClearRequests();
   // Successful bindings of one pod (above 1 only if it was deleted, recreated and bound again),
   // and all binding requests for it (above 1: someone tried to bind it twice).
   int64_t BindingsOf(const std::string& ns, const std::string& pod) const;
