@@ -22,6 +22,7 @@
 
 #include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
+#include "policies/builtin.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
 #include "sim/report.h"
@@ -32,19 +33,22 @@ namespace {
 constexpr const char* kBaseline = "bestfit";
 constexpr const char* kAllPolicies = "random,dotprod,clustering,packing,bestfit,fgd,tessera";
 
+// Cluster size bounds of --nodes (demo and generate).
+constexpr int64_t kMinNodes = 1, kMaxNodes = 100000;
+
 struct DemoArgs {
   std::string seeds = "42-46";
   std::string plot, json;
   std::string policies = kAllPolicies;
-  int nodes = GeneratorConfig{}.num_nodes;
-  uint64_t gen_seed = kDefaultGeneratorSeed;
-  unsigned threads = 2;
+  std::string nodes = std::to_string(GeneratorConfig{}.num_nodes);
+  std::string gen_seed = std::to_string(kDefaultGeneratorSeed);
+  std::string threads = "2";
 };
 
 struct GenerateArgs {
   std::string out_dir;
-  int nodes = GeneratorConfig{}.num_nodes;
-  uint64_t seed = kDefaultGeneratorSeed;
+  std::string nodes = std::to_string(GeneratorConfig{}.num_nodes);
+  std::string seed = std::to_string(kDefaultGeneratorSeed);
 };
 
 std::string Printf(const char* fmt, auto... args) {
@@ -261,23 +265,29 @@ Result<GeneratedTrace> GenerateDefault(int nodes, uint64_t seed) {
 
 int RunDemo(const DemoArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto seeds = ParseSeedList(a.seeds);
+  auto seeds = ParseSeedList("--seeds", a.seeds);
   if (!seeds.ok()) return Fail(seeds.status());
-  const std::vector<std::string> policies = SplitComma(a.policies);
-  if (policies.empty()) return Fail(InvalidArgument("no policies given"));
-  auto trace = GenerateDefault(a.nodes, a.gen_seed);
+  auto policies = ParseNameList("--policies", a.policies, BuiltinPolicies().Names());
+  if (!policies.ok()) return Fail(policies.status());
+  auto nodes = ParseIntFlag("--nodes", a.nodes, kMinNodes, kMaxNodes);
+  if (!nodes.ok()) return Fail(nodes.status());
+  auto gen_seed = ParseSeedFlag("--gen-seed", a.gen_seed);
+  if (!gen_seed.ok()) return Fail(gen_seed.status());
+  auto parsed_threads = ParseThreadsFlag("--threads", a.threads);
+  if (!parsed_threads.ok()) return Fail(parsed_threads.status());
+  auto trace = GenerateDefault(static_cast<int>(*nodes), *gen_seed);
   if (!trace.ok()) return Fail(trace.status());
   int64_t gpus = 0;
   for (const NodeSpec& n : trace->nodes) gpus += n.gpu_count;
 
-  auto results = RunFillMatrix(trace->nodes, trace->pods, policies, *seeds, 1.3, a.threads);
+  auto results = RunFillMatrix(trace->nodes, trace->pods, *policies, *seeds, 1.3, *parsed_threads);
   if (!results.ok()) return Fail(results.status());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::string out = Printf(
       "Tessera demo: a generated cluster and workload shaped like the Alibaba GPU trace "
       "(generator seed %llu)\n\n",
-      static_cast<unsigned long long>(a.gen_seed));
+      static_cast<unsigned long long>(*gen_seed));
   out += ClusterSection(trace->nodes) + "\n";
   out += WorkloadSection(trace->pods, gpus) + "\n";
   out += Printf(
@@ -288,16 +298,17 @@ int RunDemo(const DemoArgs& a) {
   out +=
       "  * baseline. Fragmented idle GPU: share of idle GPU capacity no typical pod can use.\n\n";
   out += Conclusion(*results, gpus) + "\n";
-  const std::string threads = a.threads == 0 ? "all cores" : std::to_string(a.threads) + " threads";
+  const std::string threads =
+      *parsed_threads == 0 ? "all cores" : std::to_string(*parsed_threads) + " threads";
   out += Printf("%zu experiments in %.1f s on %s.\n", results->size() * seeds->size(), wall,
                 threads.c_str());
   std::fputs(out.c_str(), stdout);
 
-  const std::string source = "generated: tessera generate --nodes " + std::to_string(a.nodes) +
-                             " --seed " + std::to_string(a.gen_seed);
+  const std::string source = "generated: tessera generate --nodes " + std::to_string(*nodes) +
+                             " --seed " + std::to_string(*gen_seed);
   if (!a.json.empty()) {
     std::string json = FillJson(*results, source + " (nodes.csv)", source + " (pods.csv)");
-    Status st = AddGeneratorInfo(json, *trace, a.gen_seed);
+    Status st = AddGeneratorInfo(json, *trace, *gen_seed);
     if (!st.ok()) return Fail(st);
     st = WriteFileAtomic(a.json, json);
     if (!st.ok()) return Fail(st);
@@ -313,7 +324,11 @@ int RunDemo(const DemoArgs& a) {
 }
 
 int RunGenerate(const GenerateArgs& a) {
-  auto trace = GenerateDefault(a.nodes, a.seed);
+  auto nodes = ParseIntFlag("--nodes", a.nodes, kMinNodes, kMaxNodes);
+  if (!nodes.ok()) return Fail(nodes.status());
+  auto seed = ParseSeedFlag("--seed", a.seed);
+  if (!seed.ok()) return Fail(seed.status());
+  auto trace = GenerateDefault(static_cast<int>(*nodes), *seed);
   if (!trace.ok()) return Fail(trace.status());
   Status st = WriteTraceCsv(*trace, a.out_dir);
   if (!st.ok()) return Fail(st);
@@ -334,27 +349,35 @@ void AddDemoCommand(CLI::App& app, int& rc) {
   static DemoArgs demo;
   auto* d = app.add_subcommand(
       "demo", "Compare the placement policies on a generated cluster and workload");
-  d->add_option("--seeds", demo.seeds, "Fill seeds, e.g. 42-46 or 1,2,3")->default_val("42-46");
+  d->add_option("--seeds", demo.seeds, "Fill seeds, e.g. 42-46 or 1,2,3 (at most 1000, none twice)")
+      ->default_val("42-46");
   d->add_option("--plot", demo.plot, "Write unallocated GPU vs arrival as SVG");
   d->add_option("--json", demo.json, "Write the results as JSON");
-  d->add_option("--nodes", demo.nodes, "Cluster size in nodes")
-      ->default_val(demo.nodes)
-      ->check(CLI::Range(1, 100000));
-  d->add_option("--gen-seed", demo.gen_seed, "Seed of the generated workload")
+  d->add_option("--nodes", demo.nodes, "Cluster size in nodes, 1..100000")
+      ->type_name("INT")
+      ->default_val(demo.nodes);
+  d->add_option("--gen-seed", demo.gen_seed, "Seed of the generated workload, 0..2^64-1")
+      ->type_name("UINT")
       ->default_val(demo.gen_seed);
-  d->add_option("--policies", demo.policies, "Policies to compare, comma-separated")
+  d->add_option(
+       "--policies", demo.policies,
+       "Policies to compare, comma-separated, each once: " + JoinNames(BuiltinPolicies().Names()))
       ->default_val(kAllPolicies);
-  d->add_option("--threads", demo.threads, "Worker threads (0 = all cores)")->default_val(2);
+  d->add_option("--threads", demo.threads, "Worker threads, 0..256 (0 = all cores)")
+      ->type_name("INT")
+      ->default_val("2");
   d->callback([&rc] { rc = RunDemo(demo); });
 
   static GenerateArgs gen;
   auto* g = app.add_subcommand(
       "generate", "Write the generated default cluster and workload as nodes.csv and pods.csv");
   g->add_option("--out-dir", gen.out_dir, "Output directory (created if missing)")->required();
-  g->add_option("--nodes", gen.nodes, "Cluster size in nodes")
-      ->default_val(gen.nodes)
-      ->check(CLI::Range(1, 100000));
-  g->add_option("--seed", gen.seed, "Seed of the generated workload")->default_val(gen.seed);
+  g->add_option("--nodes", gen.nodes, "Cluster size in nodes, 1..100000")
+      ->type_name("INT")
+      ->default_val(gen.nodes);
+  g->add_option("--seed", gen.seed, "Seed of the generated workload, 0..2^64-1")
+      ->type_name("UINT")
+      ->default_val(gen.seed);
   g->callback([&rc] { rc = RunGenerate(gen); });
 }
 

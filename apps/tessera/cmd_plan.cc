@@ -33,10 +33,14 @@
 namespace tessera {
 namespace {
 
+// --max-procs: MPS serves at most 48 client processes per GPU (Volta and later).
+constexpr int64_t kMaxMpsProcs = 48;
+constexpr int64_t kMaxScenario = 999999;
+
 struct InferenceArgs {
   std::string profiles, slo_rate, slo_latency, scenario, json, deployment_out, baseline_dir;
   std::string gpu_model = "A100-80GB";
-  int max_procs = 5;
+  std::string max_procs = "5";
   bool single_3g = false;
 };
 
@@ -197,12 +201,15 @@ int RunPlanInference(const InferenceArgs& a) {
   const bool all = a.scenario == "all";
   int scenario = 0;
   if (!all) {
-    if (a.scenario.empty() || a.scenario.size() > 6 ||
-        a.scenario.find_first_not_of("0123456789") != std::string::npos)
-      return Fail(InvalidArgument("--scenario: expected a scenario number or 'all', got '" +
-                                  a.scenario + "'"));
-    scenario = std::stoi(a.scenario);
+    auto n = ParseIntFlag("--scenario", a.scenario, 1, kMaxScenario);
+    if (!n.ok())
+      return Fail(InvalidArgument(n.status().message() + " (or 'all' for every scenario)"));
+    scenario = static_cast<int>(*n);
   }
+  auto max_procs = ParseIntFlag("--max-procs", a.max_procs, 1, kMaxMpsProcs);
+  if (!max_procs.ok()) return Fail(max_procs.status());
+  if (MigGeometryFor(a.gpu_model) == nullptr)
+    return Fail(InvalidArgument("--gpu-model: '" + a.gpu_model + "' is not a MIG-capable model"));
   if (all && !a.deployment_out.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(a.deployment_out, ec))
@@ -233,7 +240,7 @@ int RunPlanInference(const InferenceArgs& a) {
   }
   InferencePlanOptions options;
   options.gpu_model = a.gpu_model;
-  options.max_procs = a.max_procs;
+  options.max_procs = static_cast<int>(*max_procs);
   options.single_3g_per_gpu = a.single_3g;
   std::vector<ScenarioRun> runs;
   for (int k : scenarios) {
@@ -299,7 +306,9 @@ void AddPlanCommand(CLI::App& app, int& rc) {
   inf->add_option("--slo-rate", args->slo_rate, "Request rate table (row = scenario)")->required();
   inf->add_option("--slo-latency", args->slo_latency, "Latency SLO table in ms (row = scenario)")
       ->required();
-  inf->add_option("--scenario", args->scenario, "Scenario number (1-based) or 'all'")->required();
+  inf->add_option("--scenario", args->scenario,
+                  "Scenario number (1-based, at most 999999) or 'all'")
+      ->required();
   inf->add_option("--json", args->json, "Write the plan as JSON");
   inf->add_option("--deployment-out", args->deployment_out,
                   "Write the plan in ParvaGPU's deployment CSV format (a directory with 'all')");
@@ -307,8 +316,9 @@ void AddPlanCommand(CLI::App& app, int& rc) {
                   "ParvaGPU's deployment/ folder, to compare GPU counts");
   inf->add_option("--gpu-model", args->gpu_model, "MIG-capable GPU model")
       ->default_val("A100-80GB");
-  inf->add_option("--max-procs", args->max_procs, "Most MPS processes per MIG instance")
-      ->default_val(5);
+  inf->add_option("--max-procs", args->max_procs, "Most MPS processes per MIG instance, 1..48")
+      ->type_name("INT")
+      ->default_val("5");
   inf->add_flag("--single-3g", args->single_3g,
                 "At most one 3g instance per GPU, as ParvaGPU assumes (the A100 allows two)");
   inf->callback([args, &rc] { rc = RunPlanInference(*args); });

@@ -25,9 +25,16 @@ namespace fs = std::filesystem;
 
 struct PolluxArgs {
   std::string dir, policies = "fifo,tiresias,tessera", json, workloads = "workloads",
-                   model = "pollux";
-  unsigned threads = 0;
+                   model = "pollux", threads = "0";
 };
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (PolluxPolicy p : {PolluxPolicy::kFifo, PolluxPolicy::kFifoStrict, PolluxPolicy::kTiresias,
+                         PolluxPolicy::kTessera})
+    names.push_back(PolluxPolicyName(p));
+  return names;
+}
 
 // workload-<N>.csv files of `dir`, by N.
 Result<std::vector<std::string>> WorkloadFiles(const fs::path& dir) {
@@ -81,13 +88,16 @@ std::vector<PolluxReference> References(const fs::path& dir, const std::string& 
 }
 
 int RunSimPollux(const PolluxArgs& a) {
+  auto policy_names = ParseNameList("--policy", a.policies, PolicyNames());
+  if (!policy_names.ok()) return Fail(policy_names.status());
   std::vector<PolluxPolicy> policies;
-  for (const auto& name : SplitComma(a.policies)) {
+  for (const auto& name : *policy_names) {
     auto p = ParsePolluxPolicy(name);
     if (!p.ok()) return Fail(p.status());
-    if (std::find(policies.begin(), policies.end(), *p) == policies.end()) policies.push_back(*p);
+    policies.push_back(*p);
   }
-  if (policies.empty()) return Fail(InvalidArgument("no policy given"));
+  auto threads = ParseThreadsFlag("--threads", a.threads);
+  if (!threads.ok()) return Fail(threads.status());
   if (a.model != "pollux" && a.model != "profile")
     return Fail(InvalidArgument("unknown model '" + a.model + "' (known: pollux, profile)"));
   if (!a.json.empty()) {
@@ -121,7 +131,7 @@ int RunSimPollux(const PolluxArgs& a) {
     apps.emplace(name, std::move(app).value());
   }
   const PolluxSimConfig config;
-  auto results = RunPolluxMatrix(apps, workloads, policies, config, a.threads);
+  auto results = RunPolluxMatrix(apps, workloads, policies, config, *threads);
   if (!results.ok()) return Fail(results.status());
   const auto refs = References(root, LoadOf(a.workloads));
   if (!a.json.empty()) {
@@ -143,7 +153,7 @@ void AddSimPolluxCommand(CLI::App& sim, int& rc) {
                 "Pollux benchmark folder (traces/<app>/ profiles, workloads/, results-jobload/)")
       ->required();
   p->add_option("--policy", args->policies,
-                "Policy name(s), comma-separated: fifo, fifo-strict, tiresias, tessera")
+                "Policy name(s), comma-separated, each once: " + JoinNames(PolicyNames()))
       ->default_val("fifo,tiresias,tessera");
   p->add_option("--workloads", args->workloads,
                 "Workload folder under --dir holding workload-<N>.csv")
@@ -152,7 +162,9 @@ void AddSimPolluxCommand(CLI::App& sim, int& rc) {
                 "Job model: pollux (the Pollux simulator's conventions, reproduces its published "
                 "results) or profile (measured steps, local batch cap from placements.csv)")
       ->default_val("pollux");
-  p->add_option("--threads", args->threads, "Worker threads (0 = all cores)")->default_val(0);
+  p->add_option("--threads", args->threads, "Worker threads, 0..256 (0 = all cores)")
+      ->type_name("INT")
+      ->default_val("0");
   p->add_option("--json", args->json, "Write results as JSON");
   p->callback([args, &rc] { rc = RunSimPollux(*args); });
 }

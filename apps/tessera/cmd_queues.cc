@@ -2,11 +2,9 @@
 // queue policies on one cluster file and workload. Prints a table to stdout; --json also writes
 // the results (atomically, after every run succeeded). Errors go to stderr as
 // "tessera: <message>" with exit code 1.
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -20,47 +18,51 @@
 namespace tessera {
 namespace {
 
+// --horizon: about 31 years of simulated time.
+constexpr double kMaxHorizonS = 1e9;
+
 struct QueuesArgs {
   std::string cluster, workload, policies = "tessera", placement = kDefaultPolicy, json, seed;
-  double horizon = 0, time_scale = 1;
+  std::string horizon = "0", time_scale = "1";
+  bool seed_given = false;
 };
 
 int RunSimQueues(const QueuesArgs& a) {
+  auto policies = ParseNameList("--policy", a.policies, QueuePolicyNames());
+  if (!policies.ok()) return Fail(policies.status());
+  auto placement = ParseNameList("--placement", a.placement, BuiltinPolicies().Names());
+  if (!placement.ok()) return Fail(placement.status());
+  if (placement->size() != 1)
+    return Fail(
+        InvalidArgument("--placement: one policy name expected, got '" + a.placement + "'"));
+  QueueSimOptions opt;
+  opt.placement = placement->front();
+  if (a.seed_given) {
+    auto seed = ParseSeedFlag("--seed", a.seed);
+    if (!seed.ok()) return Fail(seed.status());
+    opt.seed = *seed;
+  }
+  auto horizon = ParseNumberFlag("--horizon", a.horizon, 0, kMaxHorizonS);
+  if (!horizon.ok()) return Fail(horizon.status());
+  opt.horizon_s = *horizon;
+  auto time_scale = ParseNumberFlag("--time-scale", a.time_scale, 1, kMaxTimeScale);
+  if (!time_scale.ok()) return Fail(time_scale.status());
   if (!a.json.empty()) {
     const std::filesystem::path dir = std::filesystem::path(a.json).parent_path();
     std::error_code ec;
     if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
       return Fail(IoError("cannot write '" + a.json + "': no directory '" + dir.string() + "'"));
   }
-  QueueSimOptions opt;
-  opt.placement = a.placement;
-  if (!a.seed.empty()) {
-    const char* end = a.seed.data() + a.seed.size();
-    auto [p, ec] = std::from_chars(a.seed.data(), end, opt.seed);
-    if (ec != std::errc() || p != end)
-      return Fail(InvalidArgument("--seed: '" + a.seed + "' is not a non-negative integer"));
-  }
-  if (!(a.horizon >= 0)) return Fail(InvalidArgument("--horizon must be >= 0"));
-  opt.horizon_s = a.horizon;
-  const std::vector<std::string> policies = SplitComma(a.policies);
-  if (policies.empty()) return Fail(InvalidArgument("--policy: no policy given"));
-  std::set<std::string> seen;
-  for (const std::string& p : policies) {
-    if (!seen.insert(p).second) return Fail(InvalidArgument("--policy: '" + p + "' given twice"));
-    QueueCluster probe;
-    auto applied = ApplyQueuePolicy(probe, p);
-    if (!applied.ok()) return Fail(applied.status());
-  }
   auto cluster = ReadQueueCluster(a.cluster);
   if (!cluster.ok()) return Fail(cluster.status());
   auto jobs = ReadQueueWorkload(a.workload, *cluster);
   if (!jobs.ok()) return Fail(jobs.status());
-  if (a.time_scale != 1) {
-    Status st = CompressQueueArrivals(*jobs, a.time_scale);
+  if (*time_scale != 1) {
+    Status st = CompressQueueArrivals(*jobs, *time_scale);
     if (!st.ok()) return Fail(InvalidArgument("--time-scale: " + st.message()));
   }
   std::vector<QueueSimResult> results;
-  for (const std::string& p : policies) {
+  for (const std::string& p : *policies) {
     opt.policy = p;
     auto r = RunQueueSim(*cluster, *jobs, opt);
     if (!r.ok()) return Fail(r.status());
@@ -89,20 +91,29 @@ void AddSimQueuesCommand(CLI::App& sim, int& rc) {
   q->add_option("--workload", args->workload,
                 "Workload CSV (name,queue,arrival_s,duration_s,...) or an Alibaba openb pod CSV")
       ->required();
-  q->add_option("--policy", args->policies, "Queue policies, comma-separated: fifo, kueue, tessera")
+  q->add_option("--policy", args->policies,
+                "Queue policies, comma-separated, each once: " + JoinNames(QueuePolicyNames()))
       ->default_val(args->policies);
-  q->add_option("--placement", args->placement, "Placement policy of the engine")
+  q->add_option("--placement", args->placement,
+                "Placement policy of the engine: " + JoinNames(BuiltinPolicies().Names()))
       ->default_val(args->placement);
-  q->add_option("--seed", args->seed, "Seed of the engine's tie-break order (default 42)");
+  auto* seed = q->add_option("--seed", args->seed,
+                             "Seed of the engine's tie-break order, 0..2^64-1 (default 42)");
   q->add_option("--horizon", args->horizon,
-                "Stop the simulation at this time in seconds (0: run "
-                "until every job is done or can never run)")
-      ->default_val(0);
+                "Stop the simulation at this time in seconds, 0..1e9 (0: run until every job is "
+                "done or can never run)")
+      ->type_name("NUMBER")
+      ->default_val("0");
   q->add_option("--time-scale", args->time_scale,
-                "Divide arrival times by this factor (durations unchanged) to raise the load")
-      ->default_val(1.0);
+                "Divide arrival times by this factor, 1 <= factor <= 1e6 (durations unchanged), "
+                "to raise the load")
+      ->type_name("NUMBER")
+      ->default_val("1");
   q->add_option("--json", args->json, "Write the results as JSON");
-  q->callback([args, &rc] { rc = RunSimQueues(*args); });
+  q->callback([args, seed, &rc] {
+    args->seed_given = seed->count() > 0;
+    rc = RunSimQueues(*args);
+  });
 }
 
 }  // namespace tessera

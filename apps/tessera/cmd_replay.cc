@@ -20,13 +20,18 @@ namespace {
 
 struct ReplayArgs {
   std::string nodes, pods, policies = kDefaultPolicy, seeds = "42-51", json;
-  unsigned threads = 0;
-  double time_scale = 1.0;
+  std::string threads = "0", time_scale = "1";
 };
 
 int RunSimReplay(const ReplayArgs& a) {
-  auto seeds = ParseSeedList(a.seeds);
+  auto policies = ParseNameList("--policy", a.policies, BuiltinPolicies().Names());
+  if (!policies.ok()) return Fail(policies.status());
+  auto seeds = ParseSeedList("--seeds", a.seeds);
   if (!seeds.ok()) return Fail(seeds.status());
+  auto threads = ParseThreadsFlag("--threads", a.threads);
+  if (!threads.ok()) return Fail(threads.status());
+  auto time_scale = ParseNumberFlag("--time-scale", a.time_scale, 1, kMaxTimeScale);
+  if (!time_scale.ok()) return Fail(time_scale.status());
   if (!a.json.empty()) {
     const std::filesystem::path dir = std::filesystem::path(a.json).parent_path();
     std::error_code ec;
@@ -37,12 +42,12 @@ int RunSimReplay(const ReplayArgs& a) {
   if (!nodes.ok()) return Fail(nodes.status());
   auto pods = ReadPodsCsv(a.pods);
   if (!pods.ok()) return Fail(pods.status());
-  if (a.time_scale != 1.0) {
-    auto scaled = CompressArrivals(*pods, a.time_scale);
+  if (*time_scale != 1.0) {
+    auto scaled = CompressArrivals(*pods, *time_scale);
     if (!scaled.ok()) return Fail(scaled.status());
     pods = std::move(scaled).value();
   }
-  auto results = RunReplayMatrix(*nodes, *pods, SplitComma(a.policies), *seeds, a.threads);
+  auto results = RunReplayMatrix(*nodes, *pods, *policies, *seeds, *threads);
   if (!results.ok()) return Fail(results.status());
   if (!a.json.empty()) {
     Status st = WriteFileAtomic(a.json, ReplayJson(*results, a.nodes, a.pods));
@@ -64,13 +69,20 @@ void AddSimReplayCommand(CLI::App& sim, int& rc) {
                 "Pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,"
                 "deletion_time,...)")
       ->required();
-  r->add_option("--policy", args->policies, "Policy name(s), comma-separated")
+  r->add_option(
+       "--policy", args->policies,
+       "Policy name(s), comma-separated, each once: " + JoinNames(BuiltinPolicies().Names()))
       ->default_val(kDefaultPolicy);
-  r->add_option("--seeds", args->seeds, "Seeds, e.g. 42-51 or 1,2,3")->default_val("42-51");
-  r->add_option("--threads", args->threads, "Worker threads (0 = all cores)")->default_val(0);
+  r->add_option("--seeds", args->seeds, "Seeds, e.g. 42-51 or 1,2,3 (at most 1000, none twice)")
+      ->default_val("42-51");
+  r->add_option("--threads", args->threads, "Worker threads, 0..256 (0 = all cores)")
+      ->type_name("INT")
+      ->default_val("0");
   r->add_option("--time-scale", args->time_scale,
-                "Divide arrival times by this factor (lifetimes unchanged) to raise the load")
-      ->default_val(1.0);
+                "Divide arrival times by this factor, 1 <= factor <= 1e6 (lifetimes unchanged), "
+                "to raise the load")
+      ->type_name("NUMBER")
+      ->default_val("1");
   r->add_option("--json", args->json, "Write results as JSON");
   r->callback([args, &rc] { rc = RunSimReplay(*args); });
 }

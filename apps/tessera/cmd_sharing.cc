@@ -1,10 +1,10 @@
 // `tessera sim sharing`: runs the GPU-sharing strategies of sim/sharing_sim.h side by side on
 // one scenario and seed. Prints a table to stdout; --json also writes the results (atomically,
 // after every run succeeded). Errors go to stderr as "tessera: <message>" with exit code 1.
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,18 +20,18 @@ namespace {
 struct SharingArgs {
   std::string scenario, json, strategies = "exclusive,static-mig,timeslice,mps,tessera", seed;
   std::string mig_out;
+  bool seed_given = false;
 };
 
-Result<uint64_t> ParseSeed(const std::string& text) {
-  uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end)
-    return InvalidArgument("--seed: '" + text + "' is not a non-negative integer");
-  return v;
-}
-
 int RunSimSharing(const SharingArgs& a) {
+  auto strategies = ParseNameList("--strategy", a.strategies, SharingStrategyNames());
+  if (!strategies.ok()) return Fail(strategies.status());
+  std::optional<uint64_t> seed_flag;
+  if (a.seed_given) {
+    auto parsed = ParseSeedFlag("--seed", a.seed);
+    if (!parsed.ok()) return Fail(parsed.status());
+    seed_flag = *parsed;
+  }
   if (!a.json.empty()) {
     const std::filesystem::path dir = std::filesystem::path(a.json).parent_path();
     std::error_code ec;
@@ -45,14 +45,8 @@ int RunSimSharing(const SharingArgs& a) {
   }
   auto scenario = ReadSharingScenario(a.scenario);
   if (!scenario.ok()) return Fail(scenario.status());
-  uint64_t seed = scenario->seed;
-  if (!a.seed.empty()) {
-    auto parsed = ParseSeed(a.seed);
-    if (!parsed.ok()) return Fail(parsed.status());
-    seed = *parsed;
-  }
-  const std::vector<std::string> strategies = SplitComma(a.strategies);
-  auto results = CompareSharing(*scenario, seed, strategies);
+  const uint64_t seed = seed_flag.value_or(scenario->seed);
+  auto results = CompareSharing(*scenario, seed, *strategies);
   if (!results.ok()) return Fail(results.status());
   if (!a.json.empty()) {
     Status st = WriteFileAtomic(a.json, SharingJson(*scenario, seed, *results));
@@ -88,13 +82,17 @@ void AddSimSharingCommand(CLI::App& sim, int& rc) {
       ->required();
   s->add_option("--json", args->json, "Write the results as JSON");
   s->add_option("--strategy", args->strategies,
-                "Strategies, comma-separated: exclusive, static-mig, timeslice, mps, tessera")
+                "Strategies, comma-separated, each once: " + JoinNames(SharingStrategyNames()))
       ->default_val(args->strategies);
-  s->add_option("--seed", args->seed, "Workload seed (default: the scenario's)");
+  auto* seed =
+      s->add_option("--seed", args->seed, "Workload seed, 0..2^64-1 (default: the scenario's)");
   s->add_option("--mig-out", args->mig_out,
                 "Existing directory: write tessera's MIG changes (mig-diff.log) and each MIG "
                 "node's final state as an NVIDIA mig-parted config (<node>.mig-parted.yaml)");
-  s->callback([args, &rc] { rc = RunSimSharing(*args); });
+  s->callback([args, seed, &rc] {
+    args->seed_given = seed->count() > 0;
+    rc = RunSimSharing(*args);
+  });
 }
 
 }  // namespace tessera

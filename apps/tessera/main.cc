@@ -17,18 +17,23 @@ using namespace tessera;
 
 struct FillArgs {
   std::string nodes, pods, policies = "tessera", seeds = "42-51", json, curve, plot;
-  double tune = 1.3;
-  unsigned threads = 0;
+  std::string tune = "1.3", threads = "0";
 };
 
 int RunSimFill(const FillArgs& a) {
-  auto seeds = ParseSeedList(a.seeds);
+  auto policies = ParseNameList("--policy", a.policies, BuiltinPolicies().Names());
+  if (!policies.ok()) return Fail(policies.status());
+  auto seeds = ParseSeedList("--seeds", a.seeds);
   if (!seeds.ok()) return Fail(seeds.status());
+  auto tune = ParseNumberFlag("--tune", a.tune, 0, kMaxTuneRatio, /*min_open=*/true);
+  if (!tune.ok()) return Fail(tune.status());
+  auto threads = ParseThreadsFlag("--threads", a.threads);
+  if (!threads.ok()) return Fail(threads.status());
   auto nodes = ReadNodesCsv(a.nodes);
   if (!nodes.ok()) return Fail(nodes.status());
   auto pods = ReadPodsCsv(a.pods);
   if (!pods.ok()) return Fail(pods.status());
-  auto results = RunFillMatrix(*nodes, *pods, SplitComma(a.policies), *seeds, a.tune, a.threads);
+  auto results = RunFillMatrix(*nodes, *pods, *policies, *seeds, *tune, *threads);
   if (!results.ok()) return Fail(results.status());
   std::fputs(FillTable(*results).c_str(), stdout);
   if (!a.json.empty()) {
@@ -59,12 +64,20 @@ int main(int argc, char** argv) {
   f->add_option("--nodes", fill.nodes, "Node CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   f->add_option("--pods", fill.pods, "Pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")
       ->required();
-  f->add_option("--policy", fill.policies, "Policy name(s), comma-separated")
+  f->add_option(
+       "--policy", fill.policies,
+       "Policy name(s), comma-separated, each once: " + JoinNames(BuiltinPolicies().Names()))
       ->default_val("tessera");
-  f->add_option("--seeds", fill.seeds, "Seeds, e.g. 42-51 or 1,2,3")->default_val("42-51");
-  f->add_option("--tune", fill.tune, "Inflate/deflate the workload to this x GPU capacity")
-      ->default_val(1.3);
-  f->add_option("--threads", fill.threads, "Worker threads (0 = all cores)")->default_val(0);
+  f->add_option("--seeds", fill.seeds, "Seeds, e.g. 42-51 or 1,2,3 (at most 1000, none twice)")
+      ->default_val("42-51");
+  f->add_option("--tune", fill.tune,
+                "Inflate/deflate the workload to this x GPU capacity, 0 < tune <= 4; the "
+                "end-of-run column is labelled with it (1.3: unalloc%@130)")
+      ->type_name("NUMBER")
+      ->default_val("1.3");
+  f->add_option("--threads", fill.threads, "Worker threads, 0..256 (0 = all cores)")
+      ->type_name("INT")
+      ->default_val("0");
   f->add_option("--json", fill.json, "Write results as JSON");
   f->add_option("--curve", fill.curve, "Write per-arrival curves as CSV");
   f->add_option("--plot", fill.plot, "Write unallocated GPU vs arrival as SVG");

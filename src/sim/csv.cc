@@ -1,10 +1,14 @@
 #include "sim/csv.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-
-#include <fstream>
-#include <sstream>
+#include <cstring>
 
 namespace tessera {
 
@@ -93,13 +97,66 @@ Result<std::vector<CsvRow>> ParseCsv(std::string_view s, const std::string& sour
   return rows;
 }
 
+namespace {
+
+std::string TooLarge(const std::string& path) {
+  return path + ": larger than the " + std::to_string(kMaxInputFileBytes >> 20) +
+         " MiB input limit";
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
 Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("error reading '" + path + "'");
-  return ss.str();
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (fd.get() < 0) return IoError("cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    return IoError("cannot read '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(path + ": not a regular file");
+  if (st.st_size > kMaxInputFileBytes) return InvalidArgument(TooLarge(path));
+  // The announced size first, then whatever follows in chunks: a file that grew since fstat
+  // is read up to one byte past the limit and no further.
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t used = 0;
+  char chunk[1 << 16];
+  while (true) {
+    const bool direct = used < out.size();
+    char* dst = direct ? out.data() + used : chunk;
+    const size_t room =
+        direct ? out.size() - used
+               : std::min(sizeof chunk, static_cast<size_t>(kMaxInputFileBytes) + 1 - used);
+    const ssize_t n = ::read(fd.get(), dst, room);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return IoError("error reading '" + path + "': " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    if (!direct) out.append(chunk, static_cast<size_t>(n));
+    used += static_cast<size_t>(n);
+    if (static_cast<int64_t>(used) > kMaxInputFileBytes) return InvalidArgument(TooLarge(path));
+  }
+  out.resize(used);
+  return out;
+}
+
+std::string_view SkipUtf8Bom(std::string_view content) {
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (content.substr(0, kBom.size()) == kBom) content.remove_prefix(kBom.size());
+  return content;
 }
 
 Status CsvFieldError(const std::string& source, const CsvField& f, const std::string& column,

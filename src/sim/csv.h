@@ -3,6 +3,7 @@
 // callers can report errors as FILE:LINE:COL. Pure; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,22 @@ struct CsvRow {
 // characters after a closing quote, is an error naming the position.
 Result<std::vector<CsvRow>> ParseCsv(std::string_view content, const std::string& source);
 
+// Largest input file any reader accepts: 256 MiB.
+inline constexpr int64_t kMaxInputFileBytes = int64_t{256} << 20;
+
+// The whole content of the regular file at `path`, read without following the file past
+// kMaxInputFileBytes (a file that grows while it is read is refused, not truncated).
+// IoError "cannot open 'PATH': REASON" when it cannot be opened; InvalidArgument
+// "PATH: not a regular file" for a directory, device, FIFO or socket (opened without blocking,
+// so a FIFO with no writer does not hang), and "PATH: larger than the 256 MiB input limit"
+// when it exceeds kMaxInputFileBytes.
 Result<std::string> ReadFileToString(const std::string& path);
+
+// `content` without a leading UTF-8 byte order mark (EF BB BF); other content unchanged.
+// Readers apply it before parsing, so a file saved with a BOM reads like one without and
+// LINE:COL positions count from the first character after the mark. ParseCsv itself keeps the
+// bytes it is given.
+std::string_view SkipUtf8Bom(std::string_view content);
 
 std::string Where(const std::string& source, int line, int column);
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <thread>
 
@@ -13,6 +14,15 @@
 #include "policies/frag.h"
 
 namespace tessera {
+namespace {
+
+std::string FormatG(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
 
 std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
                                           int64_t gpu_capacity_milli, double tune_ratio,
@@ -31,7 +41,7 @@ std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
     seq.push_back(pods[i]);
     total += pods[i].demand.TotalMilliGpu();
   }
-  if (tune_ratio <= 0 || pods.empty()) return seq;
+  if (!(tune_ratio > 0) || pods.empty() || total == 0) return seq;
   const double target = tune_ratio * static_cast<double>(gpu_capacity_milli);
   if (static_cast<double>(total) < target) {
     for (int64_t k = 0;; ++k) {
@@ -53,15 +63,35 @@ std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
   return seq;
 }
 
+Status ValidateTuneRatio(double tune_ratio) {
+  if (std::isfinite(tune_ratio) && tune_ratio > 0 && tune_ratio <= kMaxTuneRatio)
+    return Status::Ok();
+  return InvalidArgument("tune ratio " + FormatG(tune_ratio) + " outside the allowed range (0, " +
+                         FormatG(kMaxTuneRatio) + "]");
+}
+
 Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Workload>& pods,
                         const FillOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
+  TESSERA_RETURN_IF_ERROR(ValidateTuneRatio(opt.tune_ratio));
   ClusterState state;
   for (const NodeSpec& n : nodes) {
     auto r = state.AddNode(n);
     if (!r.ok()) return r.status();
   }
   if (state.gpu_capacity_milli() == 0) return InvalidArgument("the cluster has no GPUs");
+  int64_t demand_milli = 0;
+  for (const Workload& w : pods) demand_milli += w.demand.TotalMilliGpu();
+  if (demand_milli == 0) return InvalidArgument("no pod asks for a GPU");
+  // Inflation draws pods with their mean GPU demand until the target is reached.
+  const double expected_pods =
+      opt.tune_ratio * static_cast<double>(state.gpu_capacity_milli()) /
+      (static_cast<double>(demand_milli) / static_cast<double>(pods.size()));
+  if (expected_pods > static_cast<double>(kMaxFillPods))
+    return InvalidArgument("inflating the workload to " + FormatG(opt.tune_ratio) +
+                           " x GPU capacity needs about " +
+                           std::to_string(static_cast<int64_t>(expected_pods)) +
+                           " pods, more than the limit of " + std::to_string(kMaxFillPods));
 
   std::vector<Demand> demands;
   demands.reserve(pods.size());
@@ -158,6 +188,7 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
                                                const std::vector<std::string>& policies,
                                                const std::vector<uint64_t>& seeds,
                                                double tune_ratio, unsigned threads) {
+  TESSERA_RETURN_IF_ERROR(ValidateTuneRatio(tune_ratio));
   for (const auto& p : policies) {
     auto probe =
         BuiltinPolicies().Create(PolicyConfig{p, TargetWorkload{{TaskShape{0, 0, 0, 0, 1}}}});
@@ -185,6 +216,7 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
   for (size_t p = 0; p < policies.size(); ++p) {
     FillSummary s;
     s.policy = policies[p];
+    s.tune_ratio = tune_ratio;
     std::vector<double> a100, a130, f90;
     for (size_t k = 0; k < seeds.size(); ++k) {
       auto& r = results[p * seeds.size() + k];

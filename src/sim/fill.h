@@ -8,6 +8,8 @@
 //   workload of the original trace.
 // RunFill is deterministic in (inputs, policy, seed). RunFillMatrix runs policy x seed
 // experiments on a pool of threads; results do not depend on the thread count.
+// Limits: the tune ratio is a finite number in (0, kMaxTuneRatio]; a workload with no GPU demand,
+// or one whose inflation would need more than kMaxFillPods pods, is InvalidArgument.
 #pragma once
 
 #include <array>
@@ -22,6 +24,11 @@
 namespace tessera {
 
 inline constexpr int kArrivalBuckets = 131;  // arrival % 0..130
+inline constexpr double kMaxTuneRatio = 4.0;
+inline constexpr int64_t kMaxFillPods = 10'000'000;
+
+// OK iff 0 < tune_ratio <= kMaxTuneRatio (NaN and infinities refused).
+Status ValidateTuneRatio(double tune_ratio);
 
 struct FillOptions {
   std::string policy = "tessera";
@@ -36,7 +43,7 @@ struct FillRun {
   int64_t pods = 0;  // after inflation
   int64_t placed = 0;
   double unalloc_pct_at_100 = 0;
-  double unalloc_pct_at_130 = 0;  // at the end of the run
+  double unalloc_pct_at_130 = 0;  // at the end of the run (arrival = tune ratio, e.g. 130%)
   double frag_ratio_at_90 = 0;    // fragmented / idle GPU, %
   double final_arrival_pct = 0;
   // Per arrival bucket (first pod at or past the bucket): unallocated GPU %, fragmentation
@@ -48,7 +55,8 @@ struct FillRun {
   int64_t decisions = 0;
 };
 
-// Builds the submission sequence of one experiment (exposed for tests).
+// Builds the submission sequence of one experiment (exposed for tests). Without GPU demand in
+// `pods`, or with tune_ratio <= 0, the shuffled pods are returned as they are.
 std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
                                           int64_t gpu_capacity_milli, double tune_ratio,
                                           uint64_t seed);
@@ -63,6 +71,7 @@ struct Stats {
 
 struct FillSummary {
   std::string policy;
+  double tune_ratio = 1.3;    // the runs' final arrival, x GPU capacity
   std::vector<FillRun> runs;  // one per seed, in seed order
   Stats unalloc_at_100, unalloc_at_130, frag_ratio_at_90;
   double wall_seconds = 0;  // sum over runs

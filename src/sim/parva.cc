@@ -109,7 +109,7 @@ std::string Known(const std::vector<std::string>& models) {
 
 Result<InferenceProfile> ParseParvaProfile(std::string_view content, const std::string& source,
                                            const std::string& model) {
-  auto rows = ParseCsv(content, source);
+  auto rows = ParseCsv(SkipUtf8Bom(content), source);
   if (!rows.ok()) return rows.status();
   TESSERA_RETURN_IF_ERROR(CheckHeader(*rows, source, kParvaProfileHeader));
   if (rows->size() == 1)
@@ -185,7 +185,7 @@ std::string ParvaProfileCsv(const InferenceProfile& profile) {
 
 Result<SloTable> ParseParvaSlo(std::string_view content, const std::string& source,
                                const std::vector<std::string>& models) {
-  auto rows = ParseCsv(content, source);
+  auto rows = ParseCsv(SkipUtf8Bom(content), source);
   if (!rows.ok()) return rows.status();
   if (rows->empty())
     return InvalidArgument(Where(source, 1, 1) + ": empty file, expected one row per scenario");
@@ -277,7 +277,7 @@ Result<std::vector<InferenceService>> ParvaScenario(const std::vector<InferenceP
 Result<std::vector<ParvaDeployRow>> ParseParvaDeploy(std::string_view content,
                                                      const std::string& source,
                                                      const std::vector<std::string>& models) {
-  auto rows = ParseCsv(content, source);
+  auto rows = ParseCsv(SkipUtf8Bom(content), source);
   if (!rows.ok()) return rows.status();
   TESSERA_RETURN_IF_ERROR(CheckHeader(*rows, source, kParvaDeployHeader));
   if (rows->size() == 1)

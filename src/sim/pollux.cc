@@ -36,7 +36,7 @@ Result<double> ParseNonNegative(const std::string& source, const CsvField& f,
 // Parses the CSV, checks the header against `expected` and every row's width.
 Result<std::vector<CsvRow>> ParseTable(std::string_view content, const std::string& source,
                                        const std::vector<std::string>& expected) {
-  auto rows = ParseCsv(content, source);
+  auto rows = ParseCsv(SkipUtf8Bom(content), source);
   if (!rows.ok()) return rows.status();
   std::string joined;
   for (const auto& e : expected) joined += (joined.empty() ? "" : ",") + e;

@@ -1,9 +1,10 @@
 // Inputs of the Pollux (OSDI'21) simulator benchmark and the progress model of a rigid job.
 //
-// Readers. Each file has a fixed header (the exact column names and order below; a BOM, extra
-// or missing columns are errors). Every row must parse: a malformed or impossible row fails the
-// whole read with "FILE:LINE:COL: column 'x': reason" (no row is skipped). The Parse* functions
-// take the text and a source name so they can be fuzzed; the Read* functions add file access.
+// Readers. Each file has a fixed header (the exact column names and order below; extra or
+// missing columns are errors, a leading UTF-8 BOM is skipped). Every row must parse: a malformed or
+// impossible row fails the whole read with "FILE:LINE:COL: column 'x': reason" (no row is skipped).
+// The Parse* functions take the text and a source name so they can be fuzzed; the Read* functions
+// add file access.
 //   traces/<app>/placements.csv   placement,local_bsz,step_time,sync_time
 //   traces/<app>/scalability.csv  num_nodes,num_replicas,local_bsz,step_time,sync_time
 //   traces/<app>/validation-B.csv progress,iteration,metric,grad_sqr,grad_var (one row per epoch)

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/csv.h"
+
 namespace tessera {
 namespace {
 
@@ -435,7 +437,7 @@ Result<std::vector<PolluxRunResult>> RunPolluxMatrix(const PolluxApps& apps,
 
 Result<PolluxReference> ParsePolluxSummary(std::string_view json, const std::string& source,
                                            const std::string& policy) {
-  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(SkipUtf8Bom(json), nullptr, false);
   if (j.is_discarded()) return InvalidArgument(source + ": not valid JSON");
   auto number = [](const nlohmann::json& v) {
     return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0;

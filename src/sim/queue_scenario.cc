@@ -347,6 +347,7 @@ const std::vector<std::string> kOptionalColumns = {"pods",     "min_member", "gp
 }  // namespace
 
 Result<QueueCluster> ParseQueueCluster(std::string_view text, std::string_view filename) {
+  text = SkipUtf8Bom(text);
   const std::string file(filename);
   json doc;
   TESSERA_RETURN_IF_ERROR(ParseJsonText(text, file, &doc));
@@ -451,7 +452,7 @@ std::vector<std::string> QueueNames(const QueueCluster& cluster) {
 
 Result<std::vector<QueueJob>> ParseQueueWorkload(std::string_view text, const std::string& source,
                                                  const std::vector<std::string>& queues) {
-  auto rows = ParseCsv(text, source);
+  auto rows = ParseCsv(SkipUtf8Bom(text), source);
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return InvalidArgument(source + ": empty file, expected a header row");
   const CsvRow& header = (*rows)[0];
@@ -612,7 +613,7 @@ Result<std::vector<QueueJob>> ReadQueueWorkload(const std::string& path,
   auto text = ReadFileToString(path);
   if (!text.ok()) return text.status();
   const size_t eol = text->find('\n');
-  auto head = ParseCsv(std::string_view(*text).substr(0, eol), path);
+  auto head = ParseCsv(SkipUtf8Bom(std::string_view(*text).substr(0, eol)), path);
   if (!head.ok()) return head.status();
   bool has_queue = false, has_creation = false;
   if (!head->empty()) {

@@ -11,6 +11,9 @@
 
 namespace tessera {
 
+// The table names the end-of-run column after the runs' tune ratio ("unalloc%@130" at 1.3,
+// "unalloc%@200" at 2). The JSON records "tune_ratio"; its "unalloc_pct_at_130" keys keep
+// their name and hold the end-of-run value whatever the ratio.
 std::string FillTable(const std::vector<FillSummary>& results);
 std::string FillJson(const std::vector<FillSummary>& results, const std::string& nodes_source,
                      const std::string& pods_source);

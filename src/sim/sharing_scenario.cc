@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
+#include "sim/csv.h"
 #include "sim/json_positions.h"
 #include "sim/json_reader.h"
 
@@ -276,6 +275,7 @@ std::string Stem(std::string_view filename) {
 }  // namespace
 
 Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_view filename) {
+  text = SkipUtf8Bom(text);
   const std::string file(filename);
   json doc;
   TESSERA_RETURN_IF_ERROR(ParseJsonText(text, file, &doc));
@@ -377,12 +377,9 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
 }
 
 Result<SharingScenario> ReadSharingScenario(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("cannot read '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("error reading '" + path + "'");
-  return ParseSharingScenario(ss.str(), path);
+  auto text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  return ParseSharingScenario(*text, path);
 }
 
 std::vector<NodeSpec> SharingNodeSpecs(const SharingScenario& s) {

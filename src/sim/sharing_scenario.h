@@ -99,7 +99,8 @@ struct SharingWorkload {
 };
 
 Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_view filename);
-// Reads and parses a file; IoError if it cannot be read.
+// Reads and parses a file with ReadFileToString (sim/csv.h: IoError if it cannot be opened,
+// InvalidArgument for a non-regular or oversized file). A leading UTF-8 BOM is skipped.
 Result<SharingScenario> ReadSharingScenario(const std::string& path);
 
 // The nodes of the scenario, group by group, in order.

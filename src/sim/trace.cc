@@ -77,7 +77,7 @@ Result<ModelMask> ParseModelList(std::string_view text) {
 }
 
 Result<std::vector<NodeSpec>> ParseNodesCsv(std::string_view content, const std::string& source) {
-  auto rows = ParseCsv(content, source);
+  auto rows = ParseCsv(SkipUtf8Bom(content), source);
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return InvalidArgument(source + ": empty file, expected a header row");
   auto cols = Columns::FromHeader((*rows)[0], source,
@@ -148,7 +148,7 @@ Result<Demand> ParsePodDemand(const std::string& source, const CsvField& cpu_mil
 }
 
 Result<std::vector<Workload>> ParsePodsCsv(std::string_view content, const std::string& source) {
-  auto rows = ParseCsv(content, source);
+  auto rows = ParseCsv(SkipUtf8Bom(content), source);
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return InvalidArgument(source + ": empty file, expected a header row");
   auto cols = Columns::FromHeader((*rows)[0], source,
