@@ -1,7 +1,5 @@
 #include "kube/extender.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -603,14 +601,42 @@ Json Extender::Prioritize(const Json& args) {
   }
 }
 
+struct Extender::BindRequest {
+  std::string ns, name, uid, node;
+  std::optional<PodRequest> looked_up;  // from lookup_pod
+};
+
 Json Extender::Bind(const Json& args, const BindFn& bind_fn) {
+  auto refuse = [this](const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++state_->stats.bind;
+    ++state_->stats.bind_errors;
+    return Json{{"Error", msg}};
+  };
+  if (Status v = ValidateExtenderRequest("bind", args); !v.ok()) return refuse(v.message());
+  BindRequest req;
+  req.ns = args["PodNamespace"].get<std::string>();
+  req.name = args["PodName"].get<std::string>();
+  req.node = args["Node"].get<std::string>();
+  if (auto it = args.find("PodUID"); it != args.end() && it->is_string())
+    req.uid = it->get<std::string>();
+  const std::string who = req.ns + "/" + req.name;
+  if (req.uid.empty()) return refuse("bind: PodUID is required to bind " + who);
+  if (state_->options.lookup_pod) {
+    auto obj = state_->options.lookup_pod(req.ns, req.name);
+    if (!obj.ok()) return refuse("bind: cannot read pod " + who + ": " + obj.status().message());
+    auto pod = TranslatePod(*obj);
+    if (!pod.ok())
+      return refuse("bind: pod " + who + " has an invalid GPU request: " + pod.status().message());
+    req.looked_up = std::move(*pod);
+  }
   std::unique_lock<std::mutex> lock(mu_);
   try {
-    return BindLocked(args, bind_fn, lock);
+    return BindLocked(req, bind_fn, lock);
   } catch (const std::exception& e) {
     if (!lock.owns_lock()) lock.lock();
     ++state_->stats.bind_errors;
-    return Json{{"Error", std::string("bind: malformed request: ") + e.what()}};
+    return Json{{"Error", std::string("bind: ") + e.what()}};
   }
 }
 
@@ -636,7 +662,7 @@ Json Extender::FilterLocked(const Json& args) {
     return result;
   }
   const Json* items = NodeItems(args);
-  if (items)
+  if (items && s.options.trust_request_nodes)
     for (const Json& n : *items) {
       auto info = TranslateNode(n);
       if (info.ok()) {
@@ -657,7 +683,10 @@ Json Extender::FilterLocked(const Json& args) {
   } else if (!pod->wants_gpu()) {
     pass.insert(names.begin(), names.end());
   } else {
-    if (pod->node_name.empty()) s.StorePod(*pod);
+    if (!s.options.trust_request_nodes)
+      s.Observe(*pod);
+    else if (pod->node_name.empty())
+      s.StorePod(*pod);
     for (const auto& n : names) {
       NodeFit f = s.Fit(*pod, n, {});
       if (f.fits)
@@ -690,7 +719,7 @@ Json Extender::FilterLocked(const Json& args) {
 Json Extender::PrioritizeLocked(const Json& args) {
   State& s = *state_;
   ++s.stats.prioritize;
-  if (const Json* items = NodeItems(args))
+  if (const Json* items = NodeItems(args); items && s.options.trust_request_nodes)
     for (const Json& n : *items) {
       auto info = TranslateNode(n);
       if (info.ok()) s.PutNode(std::move(*info));
@@ -710,7 +739,7 @@ Json Extender::PrioritizeLocked(const Json& args) {
   return out;
 }
 
-Json Extender::BindLocked(const Json& args, const BindFn& bind_fn,
+Json Extender::BindLocked(const BindRequest& req, const BindFn& bind_fn,
                           std::unique_lock<std::mutex>& lock) {
   State& s = *state_;
   ++s.stats.bind;
@@ -718,46 +747,49 @@ Json Extender::BindLocked(const Json& args, const BindFn& bind_fn,
     ++s.stats.bind_errors;
     return Json{{"Error", msg}};
   };
-  if (!args.is_object()) return fail("bind: request is not an object");
-  const std::string name = args.value("PodName", "");
-  const std::string ns = args.value("PodNamespace", "");
-  const std::string uid = args.value("PodUID", "");
-  const std::string node = args.value("Node", "");
-  if (name.empty() || node.empty()) return fail("bind: PodName and Node are required");
-  PodRequest* pod = nullptr;
-  if (auto it = s.pods.find(uid); !uid.empty() && it != s.pods.end()) pod = &it->second;
-  if (!pod)
-    for (auto& [k, p] : s.pods)
-      if (p.name == name && p.ns == ns) pod = &p;
-  std::map<std::string, std::string> annotations;
-  if (pod) {
-    if (!pod->node_name.empty() && pod->node_name != node)
-      return fail("pod " + ns + "/" + name + " is already bound to " + pod->node_name);
-    NodeModel model;
-    NodeFit f = s.Fit(*pod, node, {PodKey(*pod)}, &model);
-    if (!f.fits) return fail("cannot bind " + ns + "/" + name + " to " + node + ": " + f.reason);
-    const Assignment a = ToAssignment(*s.nodes.at(node).info, model, *pod, f);
-    annotations[kAnnotationAssignment] = EncodeAssignment(a);
-    // The binding call runs without the lock; the pod is recorded as bound first so concurrent
-    // filters see its GPUs taken, and released again if the binding fails.
-    const std::string key = PodKey(*pod);
-    const PodRequest before = *pod;
-    pod->node_name = node;
-    pod->assignment = a;
-    lock.unlock();
-    Status st = bind_fn(ns, name, uid, node, annotations);
-    lock.lock();
-    if (!st.ok()) {
-      if (auto it = s.pods.find(key); it != s.pods.end() && it->second.node_name == node)
-        it->second = before;
-      return fail("binding " + ns + "/" + name + " to " + node + ": " + st.message());
-    }
-    return Json{{"Error", ""}};
+  const std::string who = req.ns + "/" + req.name;
+  // The authoritative pod: the API server's when looked up, else the informer-tracked one.
+  std::optional<PodRequest> pod = req.looked_up;
+  if (!pod) {
+    auto it = s.pods.find(req.uid);
+    if (it == s.pods.end())
+      return fail("bind: pod " + who + " (uid " + req.uid +
+                  ") is not a pending GPU pod known "
+                  "to the Tessera extender");
+    pod = it->second;
   }
+  if (pod->ns != req.ns || pod->name != req.name || pod->uid != req.uid)
+    return fail("bind: pod " + who + " does not have uid " + req.uid);
+  if (!pod->wants_gpu())
+    return fail("bind: pod " + who + " requests no GPU resource managed by Tessera");
+  if (!pod->node_name.empty())
+    return fail("bind: pod " + who + " is already bound to " + pod->node_name);
+  if (pod->deleting || pod->phase != "Pending")
+    return fail("bind: pod " + who + " is not pending (phase " +
+                (pod->phase.empty() ? std::string("unknown") : pod->phase) +
+                (pod->deleting ? ", being deleted)" : ")"));
+  if (req.looked_up) s.StorePod(*pod);
+  PodRequest& tracked = s.pods.at(req.uid);
+  if (!tracked.node_name.empty() && tracked.node_name != req.node)
+    return fail("bind: pod " + who + " is already bound to " + tracked.node_name);
+  NodeModel model;
+  NodeFit f = s.Fit(tracked, req.node, {req.uid}, &model);
+  if (!f.fits) return fail("cannot bind " + who + " to " + req.node + ": " + f.reason);
+  const Assignment a = ToAssignment(*s.nodes.at(req.node).info, model, tracked, f);
+  std::map<std::string, std::string> annotations{{kAnnotationAssignment, EncodeAssignment(a)}};
+  // The binding call runs without the lock; the pod is recorded as bound first so concurrent
+  // filters see its GPUs taken, and released again if the binding fails.
+  const PodRequest before = tracked;
+  tracked.node_name = req.node;
+  tracked.assignment = a;
   lock.unlock();
-  Status st = bind_fn(ns, name, uid, node, annotations);
+  Status st = bind_fn(req.ns, req.name, req.uid, req.node, annotations);
   lock.lock();
-  if (!st.ok()) return fail("binding " + ns + "/" + name + " to " + node + ": " + st.message());
+  if (!st.ok()) {
+    if (auto it = s.pods.find(req.uid); it != s.pods.end() && it->second.node_name == req.node)
+      it->second = before;
+    return fail("binding " + who + " to " + req.node + ": " + st.message());
+  }
   return Json{{"Error", ""}};
 }
 
@@ -819,150 +851,6 @@ Json Extender::PreemptLocked(const Json& args) {
     out["NodeNameToMetaVictims"][node] = {{"Pods", pods}, {"NumPDBViolations", pdb}};
   }
   return out;
-}
-
-// ---- HTTP server ----
-
-namespace {
-
-const char* RequiredField(const std::string& verb, const Json& body) {
-  if (verb == "bind") {
-    if (!body.is_object()) return "a JSON object";
-    for (const char* k : {"PodName", "PodNamespace", "Node"})
-      if (!body.contains(k) || !body[k].is_string()) return k;
-    return nullptr;
-  }
-  if (!body.is_object()) return "a JSON object";
-  if (!body.contains("Pod") || !body["Pod"].is_object()) return "Pod";
-  return nullptr;
-}
-
-}  // namespace
-
-struct ExtenderServer::Impl {
-  Extender& ext;
-  BindFn bind_fn;
-  ExtenderServerOptions opts;
-  std::unique_ptr<httplib::Server> server;
-  std::thread thread;
-  std::mutex mu;
-  std::map<std::string, int64_t> bad_requests;
-
-  Impl(Extender& e, BindFn b, ExtenderServerOptions o)
-      : ext(e), bind_fn(std::move(b)), opts(std::move(o)) {}
-
-  void Routes() {
-    std::string prefix = opts.prefix;
-    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-    if (!prefix.empty() && prefix.front() != '/') prefix = "/" + prefix;
-    for (const std::string verb : {"filter", "prioritize", "bind", "preempt"}) {
-      server->Post(prefix + "/" + verb, [this, verb](const httplib::Request& req,
-                                                     httplib::Response& res) {
-        Json body = Json::parse(req.body, nullptr, false);
-        const char* missing = body.is_discarded() ? "a JSON body" : RequiredField(verb, body);
-        if (missing) {
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            ++bad_requests[verb];
-          }
-          res.status = 400;
-          res.set_content(Json{{"Error", verb + ": malformed request: expected " + missing}}.dump(),
-                          "application/json");
-          return;
-        }
-        Json out;
-        if (verb == "filter") out = ext.Filter(body);
-        if (verb == "prioritize") out = ext.Prioritize(body);
-        if (verb == "bind") out = ext.Bind(body, bind_fn);
-        if (verb == "preempt") out = ext.Preempt(body);
-        res.set_content(out.dump(), "application/json");
-      });
-    }
-    server->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("ok", "text/plain");
-    });
-    server->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      const ExtenderStats s = ext.stats();
-      std::ostringstream o;
-      o << "# HELP tessera_extender_requests_total Extender requests by verb.\n"
-        << "# TYPE tessera_extender_requests_total counter\n"
-        << "tessera_extender_requests_total{verb=\"filter\"} " << s.filter << "\n"
-        << "tessera_extender_requests_total{verb=\"prioritize\"} " << s.prioritize << "\n"
-        << "tessera_extender_requests_total{verb=\"bind\"} " << s.bind << "\n"
-        << "tessera_extender_requests_total{verb=\"preempt\"} " << s.preempt << "\n"
-        << "# HELP tessera_extender_bad_requests_total Requests rejected with 400.\n"
-        << "# TYPE tessera_extender_bad_requests_total counter\n";
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        for (const auto& [verb, n] : bad_requests)
-          o << "tessera_extender_bad_requests_total{verb=\"" << verb << "\"} " << n << "\n";
-      }
-      o << "# HELP tessera_binding_errors_total Bindings that failed.\n"
-        << "# TYPE tessera_binding_errors_total counter\n"
-        << "tessera_binding_errors_total " << s.bind_errors << "\n"
-        << "# HELP tessera_invalid_pods_total GPU pods rejected because their request is invalid.\n"
-        << "# TYPE tessera_invalid_pods_total counter\n"
-        << "tessera_invalid_pods_total " << s.invalid_pods << "\n"
-        << "# HELP tessera_extender_nodes Nodes in the extender's view.\n"
-        << "# TYPE tessera_extender_nodes gauge\n"
-        << "tessera_extender_nodes " << s.nodes << "\n"
-        << "# HELP tessera_extender_gpu_pods GPU pods tracked (pending and bound).\n"
-        << "# TYPE tessera_extender_gpu_pods gauge\n"
-        << "tessera_extender_gpu_pods " << s.gpu_pods << "\n";
-      res.set_content(o.str(), "text/plain; version=0.0.4");
-    });
-  }
-};
-
-ExtenderServer::ExtenderServer(Extender& extender, BindFn bind_fn, ExtenderServerOptions options)
-    : impl_(std::make_unique<Impl>(extender, std::move(bind_fn), std::move(options))) {}
-
-ExtenderServer::~ExtenderServer() {
-  Stop();
-}
-
-Status ExtenderServer::Start() {
-  const auto& o = impl_->opts;
-  if (o.tls_cert_file.empty() != o.tls_key_file.empty())
-    return InvalidArgument("--tls-cert and --tls-key must be given together");
-  if (!o.tls_cert_file.empty()) {
-    auto ssl =
-        std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
-    if (!ssl->is_valid())
-      return IoError("cannot load TLS certificate " + o.tls_cert_file + " / key " + o.tls_key_file);
-    impl_->server = std::move(ssl);
-  } else {
-    impl_->server = std::make_unique<httplib::Server>();
-  }
-  impl_->Routes();
-  int port = o.port;
-  if (port == 0) {
-    port = impl_->server->bind_to_any_port(o.address);
-    if (port < 0) return IoError("cannot bind " + o.address);
-  } else if (!impl_->server->bind_to_port(o.address, port)) {
-    return IoError("cannot bind " + o.address + ":" + std::to_string(port));
-  }
-  port_ = port;
-  impl_->thread = std::thread([this] { impl_->server->listen_after_bind(); });
-  // Stop() is only effective once the server runs; wait for it so Start/Stop pairs never hang.
-  for (int i = 0; i < 500 && !impl_->server->is_running(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return Status::Ok();
-}
-
-void ExtenderServer::Stop() {
-  if (!impl_ || !impl_->server) return;
-  impl_->server->stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
-
-Status ServeExtender(Extender& extender, BindFn bind_fn, const ExtenderServerOptions& options,
-                     const std::function<bool()>& stop) {
-  ExtenderServer server(extender, std::move(bind_fn), options);
-  TESSERA_RETURN_IF_ERROR(server.Start());
-  while (!stop()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  server.Stop();
-  return Status::Ok();
 }
 
 }  // namespace tessera::kube

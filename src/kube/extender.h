@@ -7,8 +7,15 @@
 //   bind:       ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node} -> {Error}
 //   preempt:    ExtenderPreemptionArgs {Pod, NodeNameToVictims | NodeNameToMetaVictims}
 //               -> {NodeNameToMetaVictims}
-// Both nodeCacheCapable modes are served: with NodeNames the extender uses its own node view,
-// with Nodes it uses (and caches) the node objects sent.
+// Both nodeCacheCapable modes are served. Connected to a cluster (trust_request_nodes false),
+// the node view comes only from informers: node objects in a request only name the candidates
+// and never change the view. Without a cluster (trust_request_nodes true) the node objects
+// sent are used and cached.
+//
+// Bind binds only a pod that is pending (no node, phase Pending, not being deleted), requests
+// a GPU resource Tessera manages, and whose UID matches the request's PodUID. The pod is the
+// one returned by `lookup_pod` (the API server) when set, otherwise the one tracked from
+// informers; never the request body.
 //
 // The extender judges only GPUs: kube-scheduler has already checked CPU, memory, taints,
 // selectors and node conditions. Pods that request no GPU resource pass every node unchanged
@@ -35,6 +42,7 @@
 #include <string>
 
 #include "kube/translate.h"
+#include "net/http_server.h"
 #include "policies/builtin.h"
 #include "sharing/selector.h"
 
@@ -45,11 +53,24 @@ using BindFn = std::function<Status(const std::string& ns, const std::string& na
                                     const std::string& uid, const std::string& node,
                                     const std::map<std::string, std::string>& annotations)>;
 
+// Reads a pod from the API server: the pod object, NotFound, or another error.
+using PodLookupFn = std::function<Result<Json>(const std::string& ns, const std::string& name)>;
+
 struct ExtenderOptions {
   SelectorConfig selector;  // sharing mechanisms the extender may assign
   TesseraConfig scoring;    // the tessera policy behind prioritize
   uint64_t seed = 1;
+  // True only without a cluster: node objects in requests then update the node view.
+  bool trust_request_nodes = true;
+  // Set: Bind reads the pod through it (without holding the extender's lock).
+  PodLookupFn lookup_pod;
 };
+
+// Strict wire check of one verb's request body (filter, prioritize, bind, preempt): every field
+// the extender reads must have its protocol type (PodName a string, Pod an object, NodeNames an
+// array of strings, resource quantities strings or numbers, ...). InvalidArgument naming the
+// field, the expected and the actual JSON type.
+Status ValidateExtenderRequest(const std::string& verb, const Json& body);
 
 struct ExtenderStats {
   int64_t filter = 0, prioritize = 0, bind = 0, preempt = 0;
@@ -85,7 +106,9 @@ class Extender {
  private:
   Json FilterLocked(const Json& args);
   Json PrioritizeLocked(const Json& args);
-  Json BindLocked(const Json& args, const BindFn& bind_fn, std::unique_lock<std::mutex>& lock);
+  struct BindRequest;
+  Json BindLocked(const BindRequest& req, const BindFn& bind_fn,
+                  std::unique_lock<std::mutex>& lock);
   Json PreemptLocked(const Json& args);
 
   struct State;
@@ -97,28 +120,40 @@ struct ExtenderServerOptions {
   std::string address = "0.0.0.0";
   int port = 8888;                  // 0 = an ephemeral port (see ExtenderServer::port)
   std::string prefix = "/tessera";  // verbs are served at <prefix>/filter etc.
-  std::string tls_cert_file;        // both set: HTTPS
-  std::string tls_key_file;
+  // HTTPS with client certificates (tls.cert_file, tls.key_file, tls.client_ca_file) is
+  // required unless `insecure` is set, which allows plain HTTP or TLS without client
+  // certificates, on a loopback address only.
+  net::TlsOptions tls;
+  bool insecure = false;
+  net::HttpLimits limits;
+  // Set (port >= 0): GET /healthz and /metrics also on this plain-HTTP address, for probes and
+  // scrapers that hold no client certificate. The verbs are never served there.
+  std::string health_address;
+  int health_port = -1;
 };
 
-// HTTP(S) front end: POST <prefix>/{filter,prioritize,bind,preempt}, GET /healthz and
-// GET /metrics (Prometheus text). A body that is not JSON, or lacks the verb's required fields,
-// gets 400 with {"Error": "..."}. The Extender and BindFn must outlive the server.
+// HTTP(S) front end on net::HttpServer (bounded requests, deadlines, connection limits): POST
+// <prefix>/{filter,prioritize,bind,preempt}, GET /healthz and GET /metrics (Prometheus text). A
+// body that is not JSON, or fails ValidateExtenderRequest, gets 400 with {"Error": "..."}. The
+// Extender and BindFn must outlive the server.
 class ExtenderServer {
  public:
   ExtenderServer(Extender& extender, BindFn bind_fn, ExtenderServerOptions options);
   ~ExtenderServer();  // stops
 
-  // Binds and serves on a background thread. IoError if the address cannot be bound or the
-  // TLS files cannot be loaded.
+  // Binds and serves on background threads. InvalidArgument for options that would serve
+  // without authentication off loopback, IoError if the address cannot be bound ("address in
+  // use") or the TLS files cannot be loaded.
   Status Start();
   int port() const { return port_; }
+  int health_port() const { return health_port_; }
   void Stop();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int port_ = 0;
+  int health_port_ = -1;
 };
 
 // Serves until `stop()` returns true (polled every 200 ms), then shuts down.

@@ -16,6 +16,7 @@
 #include <httplib.h>
 
 #include "kube/informer.h"
+#include "net/http_server.h"
 
 namespace tessera::kube {
 
@@ -369,8 +370,10 @@ struct Scheduler::Impl {
                        {"reason", n.reason == "Unschedulable" ? "Unschedulable" : "SchedulerError"},
                        {"message", n.message},
                        {"lastTransitionTime", MicroTimeNow().substr(0, 19) + "Z"}}})}}}};
-          (void)client.MergePatch("/api/v1/namespaces/" + n.ns + "/pods/" + n.name + "/status",
-                                  patch);
+          auto path = BuildApiPath({"api", "v1", "namespaces", n.ns, "pods", n.name, "status"});
+          if (path.ok() && ValidateDns1123Label("namespace", n.ns).ok() &&
+              ValidateDns1123Subdomain("pod name", n.name).ok())
+            (void)client.MergePatch(*path, patch);
         }
         if (config.pod_events)
           (void)client.PodEvent(n.ns, n.name, n.uid, "Warning",
@@ -401,18 +404,13 @@ RuntimeStats Scheduler::stats() const {
 Status Scheduler::Run(std::atomic<bool>& stop) {
   Impl& im = *impl_;
   TESSERA_RETURN_IF_ERROR(im.config.Validate());
-  // Health and metrics, served by every replica (leader or not).
-  std::unique_ptr<httplib::Server> http;
-  std::thread http_thread;
+  // Health and metrics, served by every replica (leader or not), on a bounded server.
+  std::unique_ptr<net::HttpServer> http;
   if (!im.config.metrics_addr.empty()) {
-    const auto colon = im.config.metrics_addr.rfind(':');
-    if (colon == std::string::npos)
-      return InvalidArgument("metricsAddress must be host:port, got '" + im.config.metrics_addr +
-                             "'");
-    std::string host = im.config.metrics_addr.substr(0, colon);
-    if (host.empty()) host = "0.0.0.0";
-    const int port = std::atoi(im.config.metrics_addr.c_str() + colon + 1);
-    http = std::make_unique<httplib::Server>();
+    net::HttpServerOptions ho;
+    TESSERA_RETURN_IF_ERROR(
+        net::ParseListenAddress(im.config.metrics_addr, "metricsAddress", ho.address, ho.port));
+    http = std::make_unique<net::HttpServer>(ho);
     http->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok", "text/plain");
     });
@@ -433,18 +431,9 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       body += "tessera_bindings_total " + std::to_string(st.binds_ok) + "\n";
       res.set_content(body, "text/plain; version=0.0.4");
     });
-    if (!http->bind_to_port(host.c_str(), port))
-      return IoError("cannot listen on " + im.config.metrics_addr);
-    http_thread = std::thread([&] { http->listen_after_bind(); });
+    if (Status started = http->Start(); !started.ok())
+      return IoError("metricsAddress " + im.config.metrics_addr + ": " + started.message());
   }
-  struct HttpStop {
-    std::unique_ptr<httplib::Server>& s;
-    std::thread& t;
-    ~HttpStop() {
-      if (s) s->stop();
-      if (t.joinable()) t.join();
-    }
-  } http_stop{http, http_thread};
   // Leadership.
   std::atomic<bool> leading{!im.config.leader_elect};
   std::atomic<bool> lost{false};
