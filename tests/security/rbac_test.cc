@@ -9,7 +9,7 @@
 //     pod informers, binding, preemption (eviction and its Event), and a pod notice (status
 //     patch and Event), then a graceful stop (lease release).
 //   tessera extender: the `tessera` binary itself (informers over nodes and pods, then a bind
-//     request through its HTTP front end), plus the pod lookup by name its bind performs.
+//     request through its HTTP front end: the pod lookup by name and the binding).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -526,13 +526,6 @@ std::vector<RecordedRequest> ExtenderRequests() {
   EXPECT_EQ(NodeOf(server, "infer"), "gpu-node-0") << ReadFile(log);
   (void)child.Stop();
 
-  // The extender's bind looks the pod up by name before binding it.
-  auto c = Client::Create(server.client_config());
-  EXPECT_TRUE(c.ok());
-  if (c.ok()) {
-    auto path = BuildApiPath({"api", "v1", "namespaces", "ml", "pods", "infer"});
-    EXPECT_TRUE(path.ok() && (*c)->Get(*path).ok());
-  }
   return server.Requests();
 }
 
