@@ -1,19 +1,22 @@
 // tessera-bench-extender-slow: filter latency of `tessera extender`'s HTTP server with and
 // without slow clients, in one run.
 //
-//   tessera-bench-extender-slow [--nodes 100] [--requests 2000] [--slow 10] [--tls] [--json FILE]
+//   tessera-bench-extender-slow [--nodes 100] [--requests 2000] [--seconds 10] [--slow 10] [--tls]
+//                               [--json FILE]
 //
 // Serves an Extender holding `nodes` 8-GPU H100 nodes on 127.0.0.1 (plain HTTP in the insecure
 // mode, or HTTPS with client certificates with --tls, made with the openssl CLI). Phase 1 sends
-// `requests` filter calls (a 1-GPU pod, every node a candidate) one after another over a
-// keep-alive connection and records each latency. Phase 2 opens `slow` connections that each
-// send one header line every 3 s (reconnecting when the server cuts them off), then repeats
-// phase 1. Prints p50/p99/max per phase and the ratio of the p99s; --json writes
+// filter calls (a 1-GPU pod, every node a candidate) one after another over a keep-alive
+// connection, at least `requests` of them and for at least `seconds`, and records each latency.
+// Phase 2 opens `slow` connections that each send one header line every 3 s (reconnecting when the
+// server cuts them off), then repeats phase 1. Prints p50/p99/max per phase and the ratio of the
+// p99s; --json writes
 // {"nodes", "slow_clients", "baseline_p50_ms", "baseline_p99_ms", "slow_p50_ms", "slow_p99_ms",
 //  "slow_max_ms", "p99_ratio", "slow_connections_cut"}.
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,11 +24,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -97,7 +102,7 @@ struct Pki {
   }
 };
 
-int Run(int nodes, int requests, int slow, bool tls, const std::string& json_path) {
+int Run(int nodes, int requests, double seconds, int slow, bool tls, const std::string& json_path) {
   Extender ext;
   std::vector<std::string> names;
   for (int i = 0; i < nodes; ++i) {
@@ -144,8 +149,10 @@ int Run(int nodes, int requests, int slow, bool tls, const std::string& json_pat
       cli = std::make_unique<httplib::ClientImpl>("127.0.0.1", server.port());
     }
     cli->set_keep_alive(true);
+    cli->set_tcp_nodelay(true);  // as Go's net/http client (kube-scheduler) does
     cli->set_read_timeout(10);
-    for (int i = 0; i < requests; ++i) {
+    const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    for (int i = 0; i < requests || Clock::now() < until; ++i) {
       const auto t0 = Clock::now();
       auto r = cli->Post("/tessera/filter", body, "application/json");
       const double took = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -162,20 +169,58 @@ int Run(int nodes, int requests, int slow, bool tls, const std::string& json_pat
   std::atomic<bool> stop{false};
   std::atomic<int64_t> cut{0};
   std::vector<std::thread> slow_threads;
+  // With --tls the slow clients complete the handshake with a valid client certificate first,
+  // so they hold real sessions.
+  std::shared_ptr<SSL_CTX> slow_ctx;
+  if (tls) {
+    slow_ctx.reset(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+    SSL_CTX_use_certificate_file(slow_ctx.get(), (pki.dir + "/c.crt").c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_use_PrivateKey_file(slow_ctx.get(), (pki.dir + "/c.key").c_str(), SSL_FILETYPE_PEM);
+  }
   for (int i = 0; i < slow; ++i)
     slow_threads.emplace_back([&, i] {
       while (!stop) {
         const int fd = Connect(server.port());
         if (fd < 0) return;
-        bool open = Send(fd, "POST /tessera/filter HTTP/1.1\r\nHost: x\r\n");
+        SSL* ssl = nullptr;
+        if (slow_ctx) {
+          ssl = SSL_new(slow_ctx.get());
+          SSL_set_fd(ssl, fd);
+          if (SSL_connect(ssl) != 1) {
+            SSL_free(ssl);
+            ::close(fd);
+            continue;
+          }
+        }
+        auto send = [&](const std::string& text) {
+          if (ssl) return SSL_write(ssl, text.data(), static_cast<int>(text.size())) > 0;
+          return Send(fd, text);
+        };
+        // Waits 3 s for the server; true when it answered or closed the connection. Over TLS
+        // the wait goes through SSL_read, which consumes the post-handshake session tickets.
+        auto answered = [&] {
+          if (!ssl) {
+            pollfd p{fd, POLLIN, 0};
+            return ::poll(&p, 1, 3000) > 0;
+          }
+          timeval tv{3, 0};
+          ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+          char b;
+          const int r = SSL_read(ssl, &b, 1);
+          if (r > 0) return true;
+          const int e = SSL_get_error(ssl, r);
+          return !(e == SSL_ERROR_WANT_READ ||
+                   (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK)));
+        };
+        bool open = send("POST /tessera/filter HTTP/1.1\r\nHost: x\r\n");
         while (open && !stop) {
-          pollfd p{fd, POLLIN, 0};
-          if (::poll(&p, 1, 3000) > 0) {
+          if (answered()) {
             ++cut;
             break;
           }
-          open = Send(fd, "X-Slow-" + std::to_string(i) + ": 1\r\n");
+          open = send("X-Slow-" + std::to_string(i) + ": 1\r\n");
         }
+        if (ssl) SSL_free(ssl);
         ::close(fd);
       }
     });
@@ -188,8 +233,8 @@ int Run(int nodes, int requests, int slow, bool tls, const std::string& json_pat
   const double b50 = Percentile(base, 0.5), b99 = Percentile(base, 0.99);
   const double s50 = Percentile(attacked, 0.5), s99 = Percentile(attacked, 0.99);
   const double smax = attacked.empty() ? 0 : *std::max_element(attacked.begin(), attacked.end());
-  std::printf("filter latency, %d nodes, %d requests per phase, %s\n", nodes, requests,
-              tls ? "HTTPS with client certificates" : "plain HTTP");
+  std::printf("filter latency, %d nodes, %zu / %zu requests, %s\n", nodes, base.size(),
+              attacked.size(), tls ? "HTTPS with client certificates" : "plain HTTP");
   std::printf("  %-24s p50 %7.2f ms  p99 %7.2f ms\n", "no slow clients", b50, b99);
   std::printf("  %-24s p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms\n",
               (std::to_string(slow) + " slow clients").c_str(), s50, s99, smax);
@@ -197,7 +242,8 @@ int Run(int nodes, int requests, int slow, bool tls, const std::string& json_pat
               b99 > 0 ? s99 / b99 : 0, static_cast<long long>(cut.load()));
   if (!json_path.empty()) {
     const Json j = {{"nodes", nodes},
-                    {"requests", requests},
+                    {"baseline_requests", base.size()},
+                    {"slow_requests", attacked.size()},
                     {"tls", tls},
                     {"slow_clients", slow},
                     {"baseline_p50_ms", b50},
@@ -218,13 +264,16 @@ int Run(int nodes, int requests, int slow, bool tls, const std::string& json_pat
 int main(int argc, char** argv) {
   CLI::App app{"Filter latency of tessera extender with and without slow clients"};
   int nodes = 100, requests = 2000, slow = 10;
+  double seconds = 10;
   bool tls = false;
   std::string json;
   app.add_option("--nodes", nodes, "Nodes in the extender's view")->check(CLI::Range(1, 100000));
   app.add_option("--requests", requests, "Filter calls per phase")->check(CLI::Range(1, 1000000));
+  app.add_option("--seconds", seconds, "Least duration of each phase")
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--slow", slow, "Slow connections in phase 2")->check(CLI::Range(0, 10000));
   app.add_flag("--tls", tls, "HTTPS with client certificates");
   app.add_option("--json", json, "Write the figures as JSON");
   CLI11_PARSE(app, argc, argv);
-  return tessera::kube::Run(nodes, requests, slow, tls, json);
+  return tessera::kube::Run(nodes, requests, seconds, slow, tls, json);
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -340,7 +341,9 @@ class BoundedPool final : public httplib::TaskQueue {
       std::lock_guard<std::mutex> l(mu_);
       if (active_ + static_cast<int>(queue_.size()) < max_) {
         queue_.push_back(std::move(fn));
+        queued_at_.push_back(Clock::now());
         waiting_ = static_cast<int>(queue_.size());
+        oldest_ns_ = queued_at_.front().time_since_epoch().count();
         cv_.notify_one();
         return;
       }
@@ -359,7 +362,13 @@ class BoundedPool final : public httplib::TaskQueue {
     for (auto& t : threads_) t.join();
   }
 
-  int waiting() const { return waiting_.load(); }
+  // Whether a connection has waited for a worker longer than `grace` (every worker busy, not a
+  // connection that is merely being handed over).
+  bool starved(Clock::duration grace) const {
+    if (waiting_.load() == 0) return false;
+    const Clock::time_point oldest{Clock::duration(oldest_ns_.load())};
+    return Clock::now() - oldest > grace;
+  }
 
  private:
   void Run() {
@@ -371,7 +380,9 @@ class BoundedPool final : public httplib::TaskQueue {
         if (queue_.empty()) return;
         fn = std::move(queue_.front());
         queue_.pop_front();
+        queued_at_.pop_front();
         waiting_ = static_cast<int>(queue_.size());
+        if (!queued_at_.empty()) oldest_ns_ = queued_at_.front().time_since_epoch().count();
         ++active_;
       }
       fn();
@@ -384,6 +395,8 @@ class BoundedPool final : public httplib::TaskQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  std::deque<Clock::time_point> queued_at_;
+  std::atomic<Clock::rep> oldest_ns_{0};
   std::vector<std::thread> threads_;
   int active_ = 0;
   std::atomic<int> waiting_{0};
@@ -439,7 +452,7 @@ class GuardedServer final : public httplib::Server {
       if (stopping()) return false;
       if (!first) {
         BoundedPool* p = pool();
-        if (p && p->waiting() > 0) {
+        if (p && p->starved(std::chrono::milliseconds(100))) {
           ++counters_.idle_closed_for_load;
           return false;
         }
@@ -478,6 +491,10 @@ class GuardedServer final : public httplib::Server {
     }
     ++counters_.connections;
     ::fcntl(sock, F_SETFL, ::fcntl(sock, F_GETFL, 0) | O_NONBLOCK);
+    // Responses go out as header and body writes; without this, Nagle's algorithm holds the body
+    // until the client's delayed ACK (tens of milliseconds per request).
+    int one = 1;
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     std::shared_ptr<SSL_CTX> ctx;
     SSL* ssl = nullptr;
     bool serve = true;

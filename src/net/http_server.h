@@ -9,7 +9,8 @@
 //     refused with 413 before it is read; a body without Content-Length (chunked) gets 411.
 //   * Connections: at most `workers` are served at once and `max_connections` held in all;
 //     beyond that a new connection gets 503 and is closed. Idle keep-alive connections are
-//     closed after `idle_timeout_s`, and at once when a new connection waits for a worker.
+//     closed after `idle_timeout_s`, or as soon as a new connection has waited 100 ms for a
+//     worker (every worker busy).
 //   * Binding: the port is exclusive (no SO_REUSEPORT): a port in use is IoError
 //     "ADDR:PORT: address in use".
 //   * TLS (`tls.cert_file` + `tls.key_file`): TLS 1.2 or later. With `tls.client_ca_file`,
