@@ -138,8 +138,9 @@ Status CheckNodes(const Json& body) {
     const Json& n = (*items)[i];
     if (!n.is_object()) return WrongType(at, "an object", n);
     TESSERA_RETURN_IF_ERROR(CheckMetadata(n, at));
-    const Json* meta = &n["metadata"];
-    if (!meta->is_object() || !meta->contains("name"))
+    auto meta = n.find("metadata");
+    if (meta == n.end() || !meta->is_object() || !meta->contains("name") ||
+        !(*meta)["name"].is_string())
       return InvalidArgument(at + ".metadata.name is required");
     const Json* status = nullptr;
     TESSERA_RETURN_IF_ERROR(Check(n, "status", Kind::kObject, at, false, &status));

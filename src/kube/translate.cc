@@ -474,7 +474,9 @@ int CeilDiv(int64_t a, int64_t b) {
 
 int ShareMilli(const GpuRequest& g, int64_t gpu_memory_mib) {
   int64_t milli = std::max<int64_t>(g.compute_pct * 10, g.memory_pct * 10);
-  if (g.memory_mib > 0 && gpu_memory_mib > 0)
+  if (g.memory_mib >= gpu_memory_mib && gpu_memory_mib > 0)
+    milli = 1000;  // the whole card or more (also keeps huge requests from overflowing below)
+  else if (g.memory_mib > 0 && gpu_memory_mib > 0)
     milli = std::max<int64_t>(milli, (g.memory_mib * 1000 + gpu_memory_mib - 1) / gpu_memory_mib);
   return static_cast<int>(std::clamp<int64_t>(milli, 1, 1000));
 }
