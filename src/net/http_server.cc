@@ -213,6 +213,9 @@ class ConnStream final : public httplib::Stream {
   bool close_after() const { return close_after_; }
   void CloseAfter() { close_after_ = true; }
   bool over_budget() const { return over_budget_; }
+  // Set: every request on this connection gets 403 with this text.
+  void Deny(std::string why) { denied_ = std::move(why); }
+  const std::string& denied() const { return denied_; }
 
   bool is_readable() const override { return buffered() || Wait(POLLIN, read_deadline_); }
   bool is_writable() const override { return Wait(POLLOUT, WriteDeadline()); }
@@ -324,6 +327,7 @@ class ConnStream final : public httplib::Stream {
   mutable bool timed_out_ = false;
   bool close_after_ = false;
   bool over_budget_ = false;
+  std::string denied_;
 };
 
 thread_local ConnStream* t_stream = nullptr;
@@ -498,6 +502,7 @@ class GuardedServer final : public httplib::Server {
     std::shared_ptr<SSL_CTX> ctx;
     SSL* ssl = nullptr;
     bool serve = true;
+    std::string denied;
     if (tls_) {
       ctx = tls_->Current();
       ssl = ctx ? SSL_new(ctx.get()) : nullptr;
@@ -510,18 +515,17 @@ class GuardedServer final : public httplib::Server {
           const auto& ok = opts_.tls.allowed_client_names;
           return std::find(ok.begin(), ok.end(), n) != ok.end();
         });
-        if (!allowed) {
-          ++counters_.clients_denied;
-          WriteRaw(sock, ssl,
-                   RawResponse(403, "Forbidden",
-                               "client certificate " + (names.empty() ? "" : names.front()) +
-                                   " is not allowed\n"));
-          serve = false;
-        }
+        // The refusal is the answer to the client's first request, read in full, so that the
+        // client receives it instead of a reset for unread data.
+        if (!allowed)
+          denied = "client certificate " +
+                   (names.empty() ? std::string("without a name") : "\"" + names.front() + "\"") +
+                   " is not allowed\n";
       }
     }
     if (serve) {
       ConnStream strm(sock, ssl, opts_.limits);
+      strm.Deny(denied);
       t_stream = &strm;
       for (int i = 0; i < opts_.limits.max_requests_per_connection; ++i) {
         if (!WaitForRequest(strm, sock, i == 0)) break;
@@ -574,6 +578,10 @@ struct HttpServer::Impl {
       if (strm) strm->CloseAfter();
       return httplib::Server::HandlerResponse::Handled;
     };
+    if (strm && !strm->denied().empty()) {
+      ++counters.clients_denied;
+      return refuse(403, strm->denied());
+    }
     if (strm && strm->consumed() > opts.limits.max_header_bytes) {
       ++counters.too_large;
       return refuse(431, "request headers larger than " +
