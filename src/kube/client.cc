@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <thread>
 #include <vector>
@@ -832,6 +834,20 @@ Status Client::Bind(const std::string& ns, const std::string& pod, const std::st
   return r.ok() ? Status::Ok() : r.status();
 }
 
+// "<pod>.<hex nanoseconds>", as kube-scheduler names its Events (a generateName of "<pod>."
+// is refused by the API server: a name may not end in '.'), within the 253-character limit.
+static std::string EventName(const std::string& pod) {
+  char suffix[24];
+  std::snprintf(
+      suffix, sizeof suffix, ".%llx",
+      static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count()));
+  std::string base = pod.substr(0, 253 - std::strlen(suffix));
+  while (!base.empty() && (base.back() == '.' || base.back() == '-')) base.pop_back();
+  return base + suffix;
+}
+
 Status Client::PodEvent(const std::string& ns, const std::string& pod, const std::string& uid,
                         const std::string& type, const std::string& reason,
                         const std::string& note) {
@@ -849,7 +865,7 @@ Status Client::PodEvent(const std::string& ns, const std::string& pod, const std
   if (!uid.empty()) regarding["uid"] = uid;
   const Json body = {{"apiVersion", "events.k8s.io/v1"},
                      {"kind", "Event"},
-                     {"metadata", {{"generateName", pod + "."}, {"namespace", ns}}},
+                     {"metadata", {{"name", EventName(pod)}, {"namespace", ns}}},
                      {"eventTime", MicroTimeNow()},
                      {"reportingController", config_.reporting_controller},
                      {"reportingInstance", TruncateUtf8(instance, 128)},

@@ -474,7 +474,18 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
           std::fprintf(stderr, "tessera scheduler: ignoring %s\n", q.status().message().c_str());
           continue;
         }
-        if (names.insert(q->name).second) core_config.queues.push_back(*q);
+        if (names.count(q->name)) continue;
+        // An object the CRD accepts may still be one admission refuses (its checks are
+        // stricter): skip it rather than fail every replica that becomes leader.
+        SchedulerConfig trial = core_config;
+        trial.queues.push_back(*q);
+        if (auto ok = SchedulerCore::Create(trial); !ok.ok()) {
+          std::fprintf(stderr, "tessera scheduler: ignoring Queue %s: %s\n", q->name.c_str(),
+                       ok.status().message().c_str());
+          continue;
+        }
+        names.insert(q->name);
+        core_config.queues.push_back(*q);
       }
     }
   }

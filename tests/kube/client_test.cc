@@ -825,6 +825,13 @@ TEST_F(FakeTest, EventsAndLeases) {
   auto invalid = client_->Post("/apis/events.k8s.io/v1/namespaces/ml/events",
                                {{"metadata", {{"generateName", "x."}}}, {"reason", "R"}});
   EXPECT_EQ(HttpStatusOf(invalid.status()), 422);
+  // Event names are valid names even for the longest pod names (the API server refuses a
+  // generateName ending in '.', which is what PodEvent once sent).
+  for (const std::string& pod :
+       {std::string(253, 'p'), std::string(250, 'a') + ".b", std::string("w")}) {
+    const Status st = client_->PodEvent("ml", pod, "", "Warning", "FailedScheduling", "x");
+    EXPECT_TRUE(st.ok()) << pod.size() << ": " << st.ToString();
+  }
 
   const std::string leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
   auto lease =

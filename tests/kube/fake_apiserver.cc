@@ -415,11 +415,30 @@ struct FakeApiServer::Impl {
     std::string name =
         md.contains("name") && md["name"].is_string() ? md["name"].get<std::string>() : "";
     if (name.empty() && md.contains("generateName") && md["generateName"].is_string()) {
-      name = md["generateName"].get<std::string>() + RandomSuffix(5);
+      const std::string prefix = md["generateName"].get<std::string>();
+      // As the API server: the prefix must be a valid name once a trailing '-' is masked.
+      if ((p.resource == "pods" || p.resource == "events") &&
+          !ValidateDns1123Subdomain("metadata.generateName",
+                                    prefix.empty() || prefix.back() != '-'
+                                        ? prefix
+                                        : prefix.substr(0, prefix.size() - 1) + "a")
+               .ok())
+        return Op::Error(422, "Invalid",
+                         p.resource + " \"" + prefix +
+                             "\" is invalid: metadata.generateName: "
+                             "Invalid value: a lowercase RFC 1123 subdomain must end with an "
+                             "alphanumeric character");
+      name = prefix + RandomSuffix(5);
       md["name"] = name;
     }
     if (name.empty())
       return Op::Error(422, "Invalid", p.resource + ": metadata.name or generateName is required");
+    if ((p.resource == "pods" || p.resource == "events") &&
+        !ValidateDns1123Subdomain("metadata.name", name).ok())
+      return Op::Error(422, "Invalid",
+                       p.resource + " \"" + name +
+                           "\" is invalid: metadata.name: Invalid value: "
+                           "a lowercase RFC 1123 subdomain");
     if (p.gv == "/apis/events.k8s.io/v1" && p.resource == "events") {
       for (const char* f :
            {"eventTime", "reportingController", "reportingInstance", "action", "reason"}) {

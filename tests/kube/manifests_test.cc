@@ -164,8 +164,11 @@ void ValidateSchema(const YAML::Node& schema, const YAML::Node& v, const std::st
   } else {
     return err("schema has unsupported type \"" + type + "\"");
   }
-  if (schema["minimum"] && x < schema["minimum"].as<double>())
-    err(s + " is below the minimum " + schema["minimum"].as<std::string>());
+  const bool exclusive = schema["exclusiveMinimum"] && schema["exclusiveMinimum"].as<bool>();
+  if (schema["minimum"] &&
+      (x < schema["minimum"].as<double>() || (exclusive && x == schema["minimum"].as<double>())))
+    err(s + (exclusive ? " is not above the minimum " : " is below the minimum ") +
+        schema["minimum"].as<std::string>());
   if (schema["maximum"] && x > schema["maximum"].as<double>())
     err(s + " is above the maximum " + schema["maximum"].as<std::string>());
 }
@@ -500,7 +503,7 @@ TEST(Crds, SamplesValidateAndBadObjectsDoNot) {
       {"queues.tessera.io",
        "kind: Queue\nmetadata: {name: q}\nspec: {weight: 0, flavors: [{name: a, nominal: {gpu: "
        "1}}]}",
-       "Queue.spec.weight: 0 is below the minimum 0.001"},
+       "Queue.spec.weight: 0 is not above the minimum 0"},
       {"queues.tessera.io",
        "kind: Queue\nmetadata: {name: q}\nspec: {flavors: [{name: a, nominal: {gpu: -1}}]}",
        "Queue.spec.flavors[0].nominal.gpu: -1 is below the minimum 0"},

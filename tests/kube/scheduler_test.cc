@@ -479,6 +479,18 @@ TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
                      {"flavors", Json::array({{{"name", "gpu"}, {"nominal", {{"gpu", 2}}}}})},
                      {"preemption", {{"withinQueue", "Never"}}}}}})
           .ok());
+  // A Queue object that the CRD's schema lets through but admission refuses (weight 0) is
+  // skipped with a message; it must not stop the scheduler.
+  ASSERT_TRUE(
+      e.server
+          .Create("/apis/tessera.io/v1alpha1/queues",
+                  {{"apiVersion", "tessera.io/v1alpha1"},
+                   {"kind", "Queue"},
+                   {"metadata", {{"name", "zero-w"}}},
+                   {"spec",
+                    {{"weight", 0},
+                     {"flavors", Json::array({{{"name", "gpu"}, {"nominal", {{"gpu", 2}}}}})}}}})
+          .ok());
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(e.server
                     .Create("/api/v1/namespaces/ml/pods",
