@@ -541,8 +541,10 @@ void Extender::RemoveNode(const std::string& name) {
 }
 
 Status Extender::UpsertPod(const Json& pod) {
-  auto p = TranslatePod(pod);
+  Status bad_annotation;
+  auto p = TranslateHeldPod(pod, &bad_annotation);
   std::lock_guard<std::mutex> lock(mu_);
+  if (!bad_annotation.ok()) ++state_->stats.invalid_pods;
   if (!p.ok()) {
     std::string uid;
     if (pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object() &&
@@ -556,7 +558,7 @@ Status Extender::UpsertPod(const Json& pod) {
     return Status::Ok();
   }
   state_->StorePod(std::move(*p));
-  return Status::Ok();
+  return bad_annotation;
 }
 
 void Extender::RemovePod(const std::string& uid) {

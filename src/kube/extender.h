@@ -90,7 +90,9 @@ class Extender {
   Status UpsertNode(const Json& node);
   void RemoveNode(const std::string& name);
   // Adds or replaces a pod (keyed by uid). Terminal pods are removed; pods without GPU
-  // requests are ignored. A bound pod that fails translation is ignored and the error returned.
+  // requests are ignored. A bound pod that fails translation is ignored and the error returned,
+  // except when only its tessera.io/assignment annotation is invalid: it is then counted
+  // without it (TranslateHeldPod) and the annotation's error is returned.
   Status UpsertPod(const Json& pod);
   void RemovePod(const std::string& uid);
 

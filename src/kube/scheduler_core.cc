@@ -259,7 +259,9 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
 }
 
 void SchedulerCore::UpsertPod(const Json& pod) {
-  auto req = TranslatePod(pod);
+  Status bad_annotation;
+  auto req = TranslateHeldPod(pod, &bad_annotation);
+  if (!bad_annotation.ok()) ++stats_.invalid;
   const Json& md = pod.contains("metadata") ? pod["metadata"] : Json::object();
   const std::string key = md.value("namespace", "") + "/" + md.value("name", "");
   if (!req.ok()) {

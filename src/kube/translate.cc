@@ -1056,6 +1056,24 @@ Result<GpuModelId> ModelFromProduct(std::string_view product) {
 
 // ---- Public: pods ----
 
+Result<PodRequest> TranslateHeldPod(const Json& pod, Status* annotation_error) {
+  auto p = TranslatePod(pod);
+  if (p.ok()) return p;
+  const Json* md = Field(pod, "metadata");
+  const Json* ann = md ? Field(*md, "annotations") : nullptr;
+  const Json* spec = Field(pod, "spec");
+  const Json* node = spec ? Field(*spec, "nodeName") : nullptr;
+  if (!ann || !ann->is_object() || !ann->contains(kAnnotationAssignment) || !node ||
+      !node->is_string() || node->get<std::string>().empty())
+    return p;
+  Json without = pod;
+  without["metadata"]["annotations"].erase(kAnnotationAssignment);
+  auto q = TranslatePod(without);
+  if (!q.ok()) return p;
+  if (annotation_error) *annotation_error = p.status();
+  return q;
+}
+
 Result<PodRequest> TranslatePod(const Json& pod) {
   try {
     return TranslatePodImpl(pod);

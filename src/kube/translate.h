@@ -211,6 +211,11 @@ struct PodRequest {
 };
 
 Result<PodRequest> TranslatePod(const Json& pod);
+// TranslatePod for a pod that holds resources: when the pod is bound (spec.nodeName set) and
+// only its tessera.io/assignment annotation makes it invalid (anyone who can edit the pod can
+// write it), the pod is translated without the annotation, so its GPUs are still counted (as
+// for a pod bound without one), and the annotation's error is stored in `annotation_error`.
+Result<PodRequest> TranslateHeldPod(const Json& pod, Status* annotation_error);
 
 // The engine demand of `p` on a GPU of `model` (exact MIG fraction and memory share).
 Demand DemandOn(const PodRequest& p, GpuModelId model);

@@ -301,6 +301,18 @@ TEST_F(ExtenderTest, BindFailureReleasesTheSlice) {
   EXPECT_TRUE(binds_.empty());
 }
 
+TEST_F(ExtenderTest, BoundPodWithAnInvalidAssignmentStillHoldsItsGpus) {
+  // gpu-c has 4 T4s; a pod bound there with an annotation that does not decode holds 3.
+  EXPECT_FALSE(ext_.UpsertPod(PodJson("foreign", "uid-f", R"({"nvidia.com/gpu": "3"})"_json, 0,
+                                      "gpu-c", Json{{kAnnotationAssignment, "not json"}}))
+                   .ok());
+  const Json two = PodJson("two", "uid-2", R"({"nvidia.com/gpu": "2"})"_json);
+  EXPECT_EQ(ext_.Filter(Args(two, {"gpu-c"}))["FailedNodes"]["gpu-c"],
+            "insufficient free GPUs: 2 requested, 1 idle");
+  const Json one = PodJson("one", "uid-1", R"({"nvidia.com/gpu": "1"})"_json);
+  EXPECT_EQ(ext_.Filter(Args(one, {"gpu-c"}))["NodeNames"], Json({"gpu-c"}));
+}
+
 TEST_F(ExtenderTest, CountsMigWithoutInventory) {
   Json node = NodeJson("mig-x", "NVIDIA-A100-SXM4-80GB", 0);
   node["metadata"]["labels"]["nvidia.com/mig.strategy"] = "mixed";

@@ -158,6 +158,21 @@ TEST(SchedulerCoreTest, RebuildsFromAnnotationsWithoutDoubleAssignment) {
   EXPECT_TRUE(second->cluster().CheckInvariants().ok());
 }
 
+TEST(SchedulerCoreTest, BoundPodWithAnInvalidAssignmentStillHoldsItsGpus) {
+  // Anyone who can edit a pod can write its annotation: a bound pod whose assignment does not
+  // decode still holds its GPUs on the node.
+  auto core = Core();
+  core->UpsertNode(NodeJson("a", 4));
+  core->UpsertPod(PodJson("zq", "foreign", {{"nvidia.com/gpu", "3"}},
+                          {{kAnnotationAssignment, "not json"}}, "a"));
+  EXPECT_EQ(core->stats().invalid, 1);
+  core->UpsertPod(PodJson("ml", "one", {{"nvidia.com/gpu", "1"}}));
+  core->UpsertPod(PodJson("ml", "another", {{"nvidia.com/gpu", "1"}}));
+  const auto b = ByPod(core->Cycle(1));
+  EXPECT_EQ(b.size(), 1u);  // 3 of the 4 GPUs are held: room for one of the two
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
 TEST(SchedulerCoreTest, GangsFormAndALostNodeRequeuesThemWhole) {
   auto core = Core();
   core->UpsertNode(NodeJson("a", 4));
