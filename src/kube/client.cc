@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -369,6 +370,10 @@ struct Client::Impl {
   };
 
   explicit Impl(const ClientConfig& c) : cfg(c), limiter(c.qps, c.burst) {}
+
+  std::mutex token_mu;
+  std::string token;
+  std::chrono::steady_clock::time_point token_read{};
   ~Impl() {
     for (X509* x : ca_certs) X509_free(x);
     for (X509* x : chain) X509_free(x);
@@ -455,9 +460,33 @@ struct Client::Impl {
     c->set_connection_timeout(secs(std::min(cfg.timeout_s, 30.0)));
     c->set_read_timeout(secs(read_timeout_s));
     c->set_write_timeout(secs(std::max(cfg.timeout_s, 5.0)));
-    if (!cfg.bearer_token.empty()) c->set_bearer_token_auth(cfg.bearer_token);
+    if (const std::string token = Token(false); !token.empty()) c->set_bearer_token_auth(token);
     c->set_default_headers({{"User-Agent", cfg.user_agent}, {"Accept", "application/json"}});
     return c;
+  }
+
+  // The bearer token: cfg.bearer_token, or the file's content when bearer_token_file is set
+  // (re-read when token_reload_s has passed, or when `force`).
+  std::string Token(bool force) {
+    std::lock_guard<std::mutex> lock(token_mu);
+    if (token.empty()) token = cfg.bearer_token;
+    if (cfg.bearer_token_file.empty()) return token;
+    const auto now = std::chrono::steady_clock::now();
+    if (!force && token_read != std::chrono::steady_clock::time_point{} &&
+        now - token_read < std::chrono::duration<double>(cfg.token_reload_s))
+      return token;
+    token_read = now;
+    std::ifstream in(cfg.bearer_token_file, std::ios::binary);
+    std::string text;
+    char buf[4096];
+    while (in && text.size() < (1u << 20)) {
+      in.read(buf, sizeof buf);
+      text.append(buf, static_cast<size_t>(in.gcount()));
+    }
+    const size_t b = text.find_first_not_of(" \t\r\n");
+    const size_t e = text.find_last_not_of(" \t\r\n");
+    if (b != std::string::npos && text.size() < (1u << 20)) token = text.substr(b, e - b + 1);
+    return token;
   }
 
   Result<Conn> Acquire() {
@@ -517,6 +546,8 @@ struct Client::Impl {
       }
       httplib::Response res;
       httplib::Error err = httplib::Error::Success;
+      const std::string token = Token(false);
+      if (!token.empty()) conn->http->set_bearer_token_auth(token);
       requests.fetch_add(1);
       const bool sent = conn->http->send(req, res, err);
       const bool reused = conn->uses++ > 0;
@@ -526,6 +557,10 @@ struct Client::Impl {
         return Unavailable(Describe(err));
       }
       Release(std::move(*conn));
+      // A rejected token may have been rotated on disk: re-read it and try once more.
+      if (res.status == 401 && attempt == 0 && !cfg.bearer_token_file.empty() &&
+          Token(true) != token)
+        continue;
       if (res.status >= 200 && res.status < 300) {
         if (res.body.empty()) return Json::object();
         Json j = Json::parse(res.body, nullptr, false);

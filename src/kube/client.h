@@ -42,6 +42,11 @@ struct ClientConfig {
   std::string client_cert_pem;
   std::string client_key_pem;
   std::string bearer_token;
+  // Set: the token is re-read from this file (kubeconfig tokenFile, the service account's
+  // projected token) at most every token_reload_s seconds, and at once after a 401, so a
+  // rotated token takes effect without a restart. A read that fails keeps the last token.
+  std::string bearer_token_file;
+  double token_reload_s = 60;
   bool insecure_skip_verify = false;
   double qps = 200;  // client-side rate limit (token bucket); <= 0 = unlimited
   int burst = 400;

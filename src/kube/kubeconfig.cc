@@ -195,6 +195,7 @@ Result<ClientConfig> ParseKubeconfigImpl(std::string_view yaml, std::string_view
         return Status(token.status().code(), u_where + ".tokenFile: " + token.status().message());
       cfg.bearer_token = TrimSpace(std::move(*token));
       if (cfg.bearer_token.empty()) return InvalidArgument(u_where + ".tokenFile is empty");
+      cfg.bearer_token_file = p.string();
     }
     const bool has_credentials = !cfg.client_cert_pem.empty() || !cfg.bearer_token.empty();
     if (!has_credentials) {
@@ -244,6 +245,7 @@ Result<ClientConfig> InClusterConfig(const std::string& sa_dir) {
   if (!token.ok()) return IoError("service account token: " + token.status().message());
   cfg.bearer_token = TrimSpace(std::move(*token));
   if (cfg.bearer_token.empty()) return InvalidArgument("service account token is empty");
+  cfg.bearer_token_file = sa_dir + "/token";  // the kubelet rotates it
   auto ca = ReadSmallFile(sa_dir + "/ca.crt");
   if (!ca.ok()) return IoError("service account CA: " + ca.status().message());
   cfg.ca_pem = std::move(*ca);

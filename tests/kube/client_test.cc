@@ -806,6 +806,34 @@ TEST_F(FakeTest, EvictionHonoursDisruptionBudgets) {
   EXPECT_EQ(fake_.counters().evictions_blocked, 1);
 }
 
+TEST(ClientTokenTest, RotatedTokenFileTakesEffectWithoutARestart) {
+  testing::FakeApiServer server;
+  ASSERT_TRUE(server.Start().ok());
+  char dir[] = "/tmp/tessera-token-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/token";
+  std::ofstream(file) << "first-token\n";
+  ClientConfig cfg = server.client_config();
+  cfg.bearer_token = "first-token";
+  cfg.bearer_token_file = file;
+  cfg.token_reload_s = 0;  // every request reads the file
+  {
+    auto c = Client::Create(cfg);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Get("/api/v1/nodes").ok());
+    std::ofstream(file) << "second-token\n";
+    ASSERT_TRUE((*c)->Get("/api/v1/nodes").ok());  // the same kept-alive connection
+    std::filesystem::remove(file);                 // a failed read keeps the last token
+    ASSERT_TRUE((*c)->Get("/api/v1/nodes").ok());
+  }
+  const auto reqs = server.Requests();
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[0].authorization, "Bearer first-token");
+  EXPECT_EQ(reqs[1].authorization, "Bearer second-token");
+  EXPECT_EQ(reqs[2].authorization, "Bearer second-token");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(FakeTest, EventsAndLeases) {
   ASSERT_TRUE(client_
                   ->PodEvent("ml", "train-0", "uid-1", "Normal", "Scheduled",

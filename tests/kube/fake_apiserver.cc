@@ -1085,7 +1085,8 @@ struct FakeApiServer::Impl {
       ++counters.requests;
       request_log.push_back(RecordedRequest{
           req.method, req.target, req.path,
-          std::multimap<std::string, std::string>(req.params.begin(), req.params.end())});
+          std::multimap<std::string, std::string>(req.params.begin(), req.params.end()),
+          req.get_header_value("Authorization")});
       while (request_log.size() > options.request_log_limit) request_log.pop_front();
     }
     if (InjectFault(res)) return;

@@ -89,6 +89,7 @@ struct RecordedRequest {
   std::string target;  // path and query exactly as sent (percent-encoding intact)
   std::string path;    // the path, percent-decoded by the HTTP server
   std::multimap<std::string, std::string> query;  // decoded query parameters
+  std::string authorization;                      // the Authorization header, if any
 };
 
 class FakeApiServer {

@@ -536,7 +536,7 @@ TEST(RbacTest, MappingOfRequestsToPermissions) {
                  std::multimap<std::string, std::string> query = {}) {
     Need n;
     std::string error;
-    EXPECT_TRUE(NeedOf({method, target, "", std::move(query)}, &n, &error)) << error;
+    EXPECT_TRUE(NeedOf({method, target, "", std::move(query), ""}, &n, &error)) << error;
     return n.group + "|" + n.resource + "|" + n.verb + "|" + n.ns + "|" + n.name;
   };
   EXPECT_EQ(need("GET", "/api/v1/pods?limit=500"), "|pods|list||");
