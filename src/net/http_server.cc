@@ -407,14 +407,6 @@ class BoundedPool final : public httplib::TaskQueue {
   bool shutdown_ = false;
 };
 
-void WriteRaw(int fd, SSL* ssl, const std::string& msg) {
-  if (ssl) {
-    (void)SSL_write(ssl, msg.data(), static_cast<int>(msg.size()));
-    return;
-  }
-  (void)::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 std::string RawResponse(int status, const char* reason, const std::string& body) {
   return "HTTP/1.1 " + std::to_string(status) + " " + reason +
          "\r\nContent-Type: text/plain\r\nContent-Length: " + std::to_string(body.size()) +
@@ -487,8 +479,9 @@ class GuardedServer final : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override {
     if (t_refuse) {
       ++counters_.connections_refused;
-      WriteRaw(sock, nullptr,
-               RawResponse(503, "Service Unavailable", "too many connections, retry later\n"));
+      const std::string busy =
+          RawResponse(503, "Service Unavailable", "too many connections, retry later\n");
+      (void)::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::shutdown(sock, SHUT_RDWR);
       ::close(sock);
       return true;
