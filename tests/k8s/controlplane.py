@@ -7,7 +7,8 @@ kube-scheduler and kwok, all on free loopback ports in a temporary directory,
 and stops them again on exit, Ctrl-C or SIGTERM. kwok plays the kubelet for
 nodes annotated kwok.x-k8s.io/node=fake, using the stages in kwok-stages.yaml.
 
-  controlplane.py [--bin DIR] [--workdir DIR] [--keep] [-- COMMAND ...]
+  controlplane.py [--bin DIR] [--workdir DIR] [--keep] [--no-kube-scheduler]
+                  [--<component>-arg ARG ...] [-- COMMAND ...]
 
 With a COMMAND it runs it once the control plane is ready and exits with its
 status; without one it waits for a signal. Either way it writes env.sh in the
@@ -19,6 +20,11 @@ work directory and exports to COMMAND:
   TESSERA_K8S_CA         CA certificate that signed the API server's certificate
   TESSERA_K8S_BIN        directory with the binaries (kubectl among them)
   TESSERA_K8S_WORKDIR    the work directory (logs/ holds each component's log)
+  TESSERA_K8S_ETCD       etcd's client URL (plain HTTP, loopback)
+  TESSERA_K8S_SCHEDULER_KUBECONFIG  kubeconfig of user system:kube-scheduler
+
+--no-kube-scheduler leaves kube-scheduler out (a test starts its own), and
+--<component>-arg ARG (repeatable) appends ARG to one component's command line.
 
 The binaries come from --bin, else $TESSERA_K8S_BIN, else scripts/k8s-setup.sh
 (which builds them on first use). Start-up phases are timed on stderr.
@@ -181,7 +187,11 @@ def _die_with_parent() -> None:
 
 
 class ControlPlane:
-    def __init__(self, bin_dir: Path, workdir: Path) -> None:
+    def __init__(self, bin_dir: Path, workdir: Path, extra: dict[str, list[str]] | None = None,
+                 kube_scheduler: bool = True) -> None:
+        self.extra = extra or {}
+        self.kube_scheduler = kube_scheduler
+        self.etcd_url = ""
         self.bin = bin_dir
         self.dir = workdir
         self.logs = workdir / "logs"
@@ -194,6 +204,7 @@ class ControlPlane:
 
     # -- process handling ------------------------------------------------
     def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        args = [*args, *self.extra.get(name, [])]
         self.logs.mkdir(exist_ok=True)
         out = open(self.logs / f"{name}.log", "wb")
         proc = subprocess.Popen([str(self.bin / args[0]), *args[1:]], stdin=subprocess.DEVNULL,
@@ -261,6 +272,7 @@ class ControlPlane:
         (etcd_port, peer_port, api_port, kcm_port, sched_port, kwok_port) = free_ports(6)
 
         etcd_url = f"http://127.0.0.1:{etcd_port}"
+        self.etcd_url = etcd_url
         peer_url = f"http://127.0.0.1:{peer_port}"
         self.spawn("etcd", [
             "etcd", "--name=default", f"--data-dir={self.dir / 'etcd'}",
@@ -340,14 +352,15 @@ class ControlPlane:
             "--profiling=false",
         ])
         sched = kubeconfigs["scheduler"]
-        self.spawn("kube-scheduler", [
-            "kube-scheduler",
-            f"--kubeconfig={sched}", f"--authentication-kubeconfig={sched}",
-            f"--authorization-kubeconfig={sched}",
-            "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
-            "--leader-elect=false",
-            "--profiling=false",
-        ])
+        if self.kube_scheduler:
+            self.spawn("kube-scheduler", [
+                "kube-scheduler",
+                f"--kubeconfig={sched}", f"--authentication-kubeconfig={sched}",
+                f"--authorization-kubeconfig={sched}",
+                "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
+                "--leader-elect=false",
+                "--profiling=false",
+            ])
         self.spawn("kwok", [
             "kwok",
             f"--kubeconfig={kubeconfigs['kwok']}",
@@ -369,8 +382,9 @@ class ControlPlane:
                 with opener.open(url, timeout=2) as resp:
                     return resp.status == 200
             return probe
-        self.wait_for("kube-scheduler /healthz",
-                      healthz(local_tls, f"https://127.0.0.1:{sched_port}/healthz"), 120)
+        if self.kube_scheduler:
+            self.wait_for("kube-scheduler /healthz",
+                          healthz(local_tls, f"https://127.0.0.1:{sched_port}/healthz"), 120)
         self.wait_for("kube-controller-manager /healthz",
                       healthz(local_tls, f"https://127.0.0.1:{kcm_port}/healthz"), 120)
         self.wait_for("kwok /healthz", healthz(_OPENER, f"http://127.0.0.1:{kwok_port}/healthz"),
@@ -394,6 +408,8 @@ class ControlPlane:
             "TESSERA_K8S_CA": str(self.dir / "pki" / "ca.crt"),
             "TESSERA_K8S_BIN": str(self.bin),
             "TESSERA_K8S_WORKDIR": str(self.dir),
+            "TESSERA_K8S_ETCD": self.etcd_url,
+            "TESSERA_K8S_SCHEDULER_KUBECONFIG": str(self.dir / "scheduler.kubeconfig"),
         }
 
     def write_env(self, admin_kubeconfig: Path) -> None:
@@ -419,6 +435,12 @@ def main() -> int:
     parser.add_argument("--bin", help="directory with the binaries (default: build or reuse the cache)")
     parser.add_argument("--workdir", help="use this empty directory (kept) instead of a temporary one")
     parser.add_argument("--keep", action="store_true", help="keep the work directory afterwards")
+    parser.add_argument("--no-kube-scheduler", action="store_true",
+                        help="do not start kube-scheduler (a test starts its own)")
+    for comp in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+        parser.add_argument(f"--{comp}-arg", action="append", default=[], metavar="ARG",
+                            dest=comp.replace("-", "_"),
+                            help=f"extra command-line argument for {comp} (repeatable)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="command to run against the ready control plane")
     args = parser.parse_args()
@@ -444,7 +466,10 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
 
-    cp = ControlPlane(bin_dir, workdir)
+    extra = {comp: getattr(args, comp.replace("-", "_"))
+             for comp in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                          "kwok")}
+    cp = ControlPlane(bin_dir, workdir, extra, kube_scheduler=not args.no_kube_scheduler)
     status = 1
     try:
         cp.start()
