@@ -1,5 +1,7 @@
 #include "kube/leader.h"
 
+#include <cstdio>
+
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -132,6 +134,14 @@ void LeaderElector::Run(std::atomic<bool>& stop, const std::function<void()>& on
       if (on_start) on_start();
     }
     if (leading && !holds && (!r.ok() ? t - last_renew_ >= config_.renew_deadline_s : true)) {
+      {
+        std::lock_guard<std::mutex> l(reason_mu_);
+        char deadline[32];
+        std::snprintf(deadline, sizeof deadline, "%gs", config_.renew_deadline_s);
+        lost_reason_ = r.ok() ? "another replica took lease " + config_.ns + "/" + config_.name
+                              : "lease " + config_.ns + "/" + config_.name +
+                                    " not renewed within " + deadline + ": " + r.status().message();
+      }
       leading = false;
       leader_ = false;
       if (on_stop) on_stop();
@@ -145,6 +155,11 @@ void LeaderElector::Run(std::atomic<bool>& stop, const std::function<void()>& on
     leader_ = false;
     if (on_stop) on_stop();
   }
+}
+
+std::string LeaderElector::lost_reason() const {
+  std::lock_guard<std::mutex> l(reason_mu_);
+  return lost_reason_;
 }
 
 Status LeaderElector::Release() {

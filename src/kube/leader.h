@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 
 #include "kube/client.h"
@@ -56,6 +57,9 @@ class LeaderElector {
 
   bool is_leader() const { return leader_.load(); }
   const LeaderConfig& config() const { return config_; }
+  // Why leadership last ended while Run was renewing (another holder, or the renewal errors
+  // that outlasted renew_deadline_s); empty if it never ended that way.
+  std::string lost_reason() const;
 
  private:
   Client& client_;
@@ -68,6 +72,8 @@ class LeaderElector {
   std::string observed_rv_;
   double observed_at_ = -1;
   double last_renew_ = -1;
+  mutable std::mutex reason_mu_;
+  std::string lost_reason_;
 };
 
 // RFC 3339 with microseconds, UTC ("2026-01-02T03:04:05.123456Z"), from the system clock.

@@ -584,6 +584,10 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
     std::lock_guard<std::mutex> l(im.smu);
     im.st.leading = false;
   }
+  // Lost leadership ends the process with the reason; its restart rejoins the election with a
+  // fresh view of the cluster.
+  if (lost.load() && !stop.load())
+    return finish(Unavailable("lost leadership: " + elector->lost_reason()));
   return finish(Status::Ok());
 }
 

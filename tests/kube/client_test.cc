@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -1043,6 +1044,63 @@ TEST_F(FakeTest, LeaderElectionChecksTheLeaseNames) {
             (std::vector<std::string>{"GET " + leases + "/tessera-scheduler.gpu", "POST " + leases,
                                       "GET " + leases + "/tessera-scheduler.gpu",
                                       "PUT " + leases + "/tessera-scheduler.gpu"}));
+}
+
+TEST_F(FakeTest, LeaderElectionSaysWhyLeadershipEnded) {
+  LeaderConfig cfg;
+  cfg.identity = "replica-a";
+  cfg.ns = "tessera-system";
+  cfg.name = "tessera-scheduler";
+  cfg.lease_duration_s = 15;
+  cfg.renew_deadline_s = 0.2;
+  cfg.retry_period_s = 0.02;
+  LeaderElector elector(*client_, cfg);
+  std::atomic<bool> stop{false}, started{false}, ended{false};
+  std::thread t([&] {
+    elector.Run(
+        stop, [&] { started = true; }, [&] { ended = true; });
+  });
+  for (int i = 0; i < 500 && !started; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(started.load());
+  EXPECT_EQ(elector.lost_reason(), "");
+  // Another replica writes itself into the lease with a fresh renewal.
+  const std::string lease =
+      "/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera-scheduler";
+  Json obj = *fake_.Get(lease);
+  obj["spec"]["holderIdentity"] = "replica-b";
+  obj["spec"]["renewTime"] = MicroTimeNow();
+  ASSERT_TRUE(fake_.Update(lease, obj).ok());
+  for (int i = 0; i < 500 && !ended; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop = true;
+  t.join();
+  ASSERT_TRUE(ended.load());
+  EXPECT_EQ(elector.lost_reason(), "another replica took lease tessera-system/tessera-scheduler");
+
+  // Renewal errors that outlast the renew deadline are the reason too.
+  ASSERT_TRUE(fake_.Delete(lease).ok());
+  LeaderElector second(*client_, cfg);
+  stop = false;
+  started = false;
+  ended = false;
+  std::thread t2([&] {
+    second.Run(
+        stop, [&] { started = true; }, [&] { ended = true; });
+  });
+  for (int i = 0; i < 500 && !started; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(started.load());
+  fake_.SetFailureRate(1.0);
+  for (int i = 0; i < 500 && !ended; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  stop = true;
+  t2.join();
+  fake_.ClearFaults();
+  ASSERT_TRUE(ended.load());
+  EXPECT_NE(second.lost_reason().find("lease tessera-system/tessera-scheduler not renewed within"),
+            std::string::npos)
+      << second.lost_reason();
 }
 
 TEST_F(FakeTest, HttpErrorsCarryCodeAndRetryAfter) {
