@@ -7,21 +7,31 @@
 # ca.crt) in the namespace. Copy ca.crt, client.crt and client.key to
 # /etc/kubernetes/tessera-extender/ on every control-plane node (kube-scheduler's tlsConfig).
 #
-#   deploy/extender/make-certs.sh OUT_DIR [--days N] [--namespace NS] [--apply]
+#   deploy/extender/make-certs.sh OUT_DIR [--days N] [--namespace NS] [--san SAN]... [--apply]
+#
+# --san adds a subjectAltName to the serving certificate, e.g. --san IP:10.96.0.20 for a
+# kube-scheduler that calls the Service's ClusterIP, or --san IP:127.0.0.1 for a sidecar.
 #
 # Rotation: run it again into a new directory (reusing ca.crt/ca.key there keeps clients
 # valid), apply the Secret, then replace the client files; the extender re-reads its files when
 # the Secret's projection changes, without a restart.
 set -euo pipefail
-out="${1:?usage: make-certs.sh OUT_DIR [--days N] [--namespace NS] [--apply]}"
+out="${1:?usage: make-certs.sh OUT_DIR [--days N] [--namespace NS] [--san SAN]... [--apply]}"
 shift
 days=365
 ns=tessera-system
 apply=0
+extra_sans=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --days) days="$2"; shift 2 ;;
     --namespace) ns="$2"; shift 2 ;;
+    --san)
+      case "$2" in
+        IP:?*|DNS:?*) extra_sans="${extra_sans},$2" ;;
+        *) echo "make-certs.sh: --san wants IP:ADDRESS or DNS:NAME, got '$2'" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
     --apply) apply=1; shift ;;
     *) echo "make-certs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -35,8 +45,8 @@ if [ ! -f ca.key ]; then
     -subj "/CN=tessera-extender-ca" 2>/dev/null
 fi
 svc="tessera-extender.${ns}.svc"
-printf 'subjectAltName=DNS:%s,DNS:%s.cluster.local,DNS:tessera-extender.%s\nextendedKeyUsage=serverAuth\n' \
-  "$svc" "$svc" "$ns" > server.ext
+printf 'subjectAltName=DNS:%s,DNS:%s.cluster.local,DNS:tessera-extender.%s%s\nextendedKeyUsage=serverAuth\n' \
+  "$svc" "$svc" "$ns" "$extra_sans" > server.ext
 printf 'extendedKeyUsage=clientAuth\n' > client.ext
 openssl req "${key[@]}" -keyout server.key -out server.csr -subj "/CN=${svc}" 2>/dev/null
 openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
