@@ -26,6 +26,8 @@ struct SchedulerArgs {
   std::string metrics_address = "0.0.0.0:10259";
   bool in_cluster = false, leader_elect = false;
   int bind_threads = 0;
+  double kube_api_qps = 200;  // client-side rate limit of every API request
+  int kube_api_burst = 400;
 };
 
 int RunScheduler(const SchedulerArgs& a) {
@@ -52,6 +54,9 @@ int RunScheduler(const SchedulerArgs& a) {
                         ? kube::InClusterConfig()
                         : kube::LoadKubeconfig(a.kubeconfig, a.context);
   if (!client_cfg.ok()) return Fail(client_cfg.status());
+  if (a.kube_api_burst < 1) return Fail(InvalidArgument("--kube-api-burst must be at least 1"));
+  client_cfg->qps = a.kube_api_qps;
+  client_cfg->burst = a.kube_api_burst;
   auto client = kube::Client::Create(*client_cfg);
   if (!client.ok()) return Fail(client.status());
   std::signal(SIGINT, OnSignal);
@@ -82,6 +87,11 @@ void AddSchedulerCommand(CLI::App& app, int& rc) {
   s->add_option("--identity", args->identity, "Leader election identity (default: host_random)");
   s->add_option("--lease-namespace", args->lease_namespace, "Namespace of the Lease");
   s->add_option("--bind-threads", args->bind_threads, "Parallel binding requests");
+  s->add_option("--kube-api-qps", args->kube_api_qps,
+                "Client-side limit of API requests per second (0: unlimited)")
+      ->default_val(args->kube_api_qps);
+  s->add_option("--kube-api-burst", args->kube_api_burst, "Burst of the client-side limit")
+      ->default_val(args->kube_api_burst);
   s->add_option("--metrics-address", args->metrics_address,
                 "host:port for /healthz and /metrics (empty: off)")
       ->default_val(args->metrics_address);
