@@ -1,6 +1,7 @@
 #include "kube/informer.h"
 
 #include <condition_variable>
+#include <cstdio>
 
 namespace tessera::kube {
 namespace {
@@ -16,6 +17,21 @@ const std::string& ResourceVersionOf(const Json& obj) {
   if (md == obj.end() || !md->is_object()) return kEmpty;
   const auto rv = md->find("resourceVersion");
   return rv != md->end() && rv->is_string() ? rv->get_ref<const std::string&>() : kEmpty;
+}
+
+std::string UidOf(const Json& obj) {
+  if (!obj.is_object()) return "";
+  const auto md = obj.find("metadata");
+  if (md == obj.end() || !md->is_object()) return "";
+  const auto uid = md->find("uid");
+  return uid != md->end() && uid->is_string() ? uid->get<std::string>() : "";
+}
+
+// The same key with another uid is another object: the old one was deleted and a new one
+// created under its name (e.g. a StatefulSet pod) while the watch did not see it.
+bool Replaced(const Json& old_obj, const Json& new_obj) {
+  const std::string a = UidOf(old_obj), b = UidOf(new_obj);
+  return !a.empty() && !b.empty() && a != b;
 }
 
 }  // namespace
@@ -41,8 +57,10 @@ struct Informer::Impl {
         synced(s) {}
 
   // Lists and applies the difference to the cache and the handlers. Only the informer's own
-  // thread (or Start) writes the cache, so it reads it here without the lock.
-  Status Relist() {
+  // thread (or Start) writes the cache, so it reads it here without the lock. An object whose
+  // uid changed under the same key is reported as a delete of the old one and an add of the new.
+  // `why` (empty for the initial list) is logged with the counts.
+  Status Relist(const std::string& why = "") {
     auto list = client.List(path, query);
     if (!list.ok()) return list.status();
     std::unordered_map<std::string, Json> fresh;
@@ -52,24 +70,43 @@ struct Informer::Impl {
       std::string key = ObjectKey(item);
       fresh.insert_or_assign(std::move(key), std::move(item));
     }
+    std::string listed_rv;
     {
       std::lock_guard<std::mutex> lock(mu);
       cache.swap(fresh);
       rv = (*list)["metadata"].value("resourceVersion", "");
+      listed_rv = rv;
       ++stats.lists;
     }
     std::unordered_map<std::string, Json>& old = fresh;
+    int added = 0, updated = 0, replaced = 0, deleted = 0;
+    for (const auto& [key, obj] : old) {
+      const auto it = cache.find(key);
+      if (it == cache.end() || Replaced(obj, it->second)) {
+        ++(it == cache.end() ? deleted : replaced);
+        if (handlers.on_delete) handlers.on_delete(obj);
+      }
+    }
     for (const auto& [key, obj] : cache) {
       const auto it = old.find(key);
-      if (it == old.end()) {
+      if (it == old.end() || Replaced(it->second, obj)) {
+        if (it == old.end()) ++added;
         if (handlers.on_add) handlers.on_add(obj);
       } else if (ResourceVersionOf(it->second) != ResourceVersionOf(obj) ||
                  ResourceVersionOf(obj).empty()) {
+        ++updated;
         if (handlers.on_update) handlers.on_update(it->second, obj);
       }
     }
-    for (const auto& [key, obj] : old) {
-      if (!cache.count(key) && handlers.on_delete) handlers.on_delete(obj);
+    if (why.empty()) {
+      std::fprintf(stderr, "informer %s: listed %zu objects at resourceVersion %s\n", path.c_str(),
+                   cache.size(), listed_rv.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "informer %s: relisted (%s): %zu objects at resourceVersion %s; %d added, "
+                   "%d updated, %d replaced (new uid), %d deleted\n",
+                   path.c_str(), why.c_str(), cache.size(), listed_rv.c_str(), added, updated,
+                   replaced, deleted);
     }
     synced->store(true);
     if (handlers.on_synced) handlers.on_synced();
@@ -107,6 +144,9 @@ struct Informer::Impl {
     }
     if (ev.type == "DELETED") {
       if (existed && handlers.on_delete) handlers.on_delete(old);
+    } else if (existed && Replaced(old, *current)) {
+      if (handlers.on_delete) handlers.on_delete(old);
+      if (handlers.on_add) handlers.on_add(*current);
     } else if (existed) {
       if (handlers.on_update) handlers.on_update(old, *current);
     } else if (handlers.on_add) {
@@ -153,8 +193,10 @@ struct Informer::Impl {
         continue;
       }
       if (HttpStatusOf(st) == 410) {
+        std::fprintf(stderr, "informer %s: watch from resourceVersion %s expired (%s); relisting\n",
+                     path.c_str(), from.c_str(), st.message().c_str());
         while (!stop.load()) {
-          const Status ls = Relist();
+          const Status ls = Relist("watch expired at resourceVersion " + from);
           if (ls.ok()) break;
           Sleep(std::max(backoff.Next(), RetryAfterOf(ls)));
         }

@@ -4,8 +4,11 @@
 // Contract: Start() lists the collection (paged) and, once the cache holds the listed state,
 // watches from the list's resourceVersion on a background thread. Bookmarks advance the stored
 // resourceVersion; a watch that ends normally is resumed from the last version seen; a 410 Gone
-// (expired version) triggers a relist, after which handlers see the difference (adds, updates,
-// deletes) so that nothing is lost; other errors retry with exponential backoff and jitter.
+// (expired version) triggers a relist, after which handlers see the difference (deletes first,
+// then adds and updates) so that nothing is lost; an object whose uid changed under the same key
+// (deleted and created again while unwatched) is a delete plus an add, never an update. The
+// initial list, every 410 and every relist are logged on stderr. Other errors retry with
+// exponential backoff and jitter.
 // Handlers run on the informer thread (those of the initial list inside Start()), in event
 // order, never concurrently with each other; the cache already holds the new state when a handler
 // runs. Cache reads are thread-safe. Objects are keyed "namespace/name" ("name" for

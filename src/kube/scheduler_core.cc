@@ -151,7 +151,13 @@ void SchedulerCore::UpsertNode(const Json& node) {
   if (it != node_index_.end()) {
     const NodeIdx n = it->second;
     NodeInfo keep = std::move(*info);
+    const NodeInfo& old = node_info_[n];
+    if (!node_alive_[n] || keep.ready != old.ready || keep.unschedulable != old.unschedulable ||
+        keep.taints != old.taints || keep.spec.labels != old.spec.labels)
+      masks_stale_ = true;
+    auto labels = std::move(keep.spec.labels);
     keep.spec = node_info_[n].spec;  // capacity is fixed when the node is first seen
+    keep.spec.labels = std::move(labels);
     keep.model = node_info_[n].model;
     node_info_[n] = std::move(keep);
     node_alive_[n] = 1;
@@ -162,11 +168,13 @@ void SchedulerCore::UpsertNode(const Json& node) {
   node_index_[info->spec.name] = *idx;
   node_info_.push_back(std::move(*info));
   node_alive_.push_back(1);
+  masks_stale_ = true;
 }
 
 void SchedulerCore::NodeGone(NodeIdx n, const std::string& why) {
   node_alive_[n] = 0;
   mask_cache_.clear();
+  masks_stale_ = true;
   const auto jobs = admission_->RequeueNode(state_, n, why);
   stats_.requeued_by_node += static_cast<int64_t>(jobs.size());
   for (WorkloadId id : jobs) {
@@ -517,6 +525,18 @@ CycleOutput SchedulerCore::Cycle(double now) {
     }
   }
   SubmitPending(now);
+  if (masks_stale_) {
+    // Jobs submitted before a node change keep the mask of that time otherwise: a node that
+    // joined later, or lost its not-ready taint since, would stay excluded for them.
+    masks_stale_ = false;
+    for (WorkloadId id : admission_->PendingJobs()) {
+      auto jt = jobs_.find(id);
+      if (jt == jobs_.end() || jt->second->pods.empty()) continue;
+      auto pt = pods_.find(jt->second->pods.front());
+      if (pt == pods_.end()) continue;
+      (void)admission_->SetAllowedNodes(id, MaskFor(pt->second->req));
+    }
+  }
   auto res = admission_->RunCycle(state_, now);
   if (!res.ok()) return out;
   // Preemption: the victims' pods are evicted; their jobs leave admission (their controllers
@@ -535,8 +555,9 @@ CycleOutput SchedulerCore::Cycle(double now) {
         pending_new_.push_back(key);
         continue;
       }
+      // The Preempted Event is written once the API server has accepted the eviction: a
+      // PodDisruptionBudget may still refuse it (EvictionFailed).
       out.evictions.push_back({p.req.ns, p.req.name, p.req.uid, pre.reason});
-      Notice(key, "Preempted", pre.reason, out);
       auto nt = node_index_.find(p.req.node_name);
       if (nt != node_index_.end()) terminating_[nt->second].insert(key);
     }

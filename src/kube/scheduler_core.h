@@ -14,7 +14,9 @@
 //    pod each, or one job per gang (tessera.io/gang) once min-member pods (or, without
 //    min-member, the pods seen when no new member arrived for gang_settle_s) are pending.
 //  * Every pod constraint kube-scheduler honours is applied through the allowed-node mask:
-//    readiness, cordon, taints/tolerations, nodeSelector, required node affinity.
+//    readiness, cordon, taints/tolerations, nodeSelector, required node affinity. Pending jobs'
+//    masks follow node changes (a new node, a taint removed, e.g. the API server's
+//    node.kubernetes.io/not-ready taint on a node that has just joined).
 //  * A bind is issued once per pod; BindFailed requeues the pod's whole job. Binds onto a node
 //    where evicted pods are still terminating are held until those pods are gone.
 //  * Invalid requests become warning reasons (one per distinct message), never crashes.
@@ -51,7 +53,8 @@ struct BindAction {
 
 struct PodNotice {
   std::string ns, name, uid;
-  std::string reason;   // "Unschedulable" | "InvalidRequest" | "Preempted" | "AdoptFailed"
+  std::string reason;   // "Unschedulable" | "InvalidRequest" | "AdoptFailed" | "NodeLost" |
+                        // "EvictionBlocked"
   std::string message;  // the exact why
 };
 
@@ -138,6 +141,9 @@ class SchedulerCore {
   WorkloadId next_job_ = 1;
   CoreStats stats_;
   std::vector<PodNotice> deferred_notices_;
+  // A node was added, removed, or changed what decides which pods may use it (readiness,
+  // cordon, taints, labels): pending jobs get their allowed nodes recomputed next cycle.
+  bool masks_stale_ = false;
 };
 
 }  // namespace tessera::kube
