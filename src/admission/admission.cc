@@ -1211,6 +1211,15 @@ std::vector<WorkloadId> Admission::PendingJobs() const {
   return out;
 }
 
+Status Admission::SetAllowedNodes(WorkloadId job,
+                                  std::shared_ptr<const std::vector<uint8_t>> allowed) {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kPending)
+    return NotFound("job " + std::to_string(job) + " is not pending");
+  it->second.spec.allowed_nodes = std::move(allowed);
+  return Status::Ok();
+}
+
 Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
   Impl& im = *impl_;
   CycleResult out;

@@ -220,6 +220,9 @@ class Admission {
   Status Requeue(ClusterState& state, WorkloadId job, const std::string& why);
   // Pending jobs, in no particular order.
   std::vector<WorkloadId> PendingJobs() const;
+  // Replaces a pending job's allowed nodes (JobSpec::allowed_nodes), e.g. after a node was
+  // added or its readiness, taints or labels changed. NotFound if the job is not pending.
+  Status SetAllowedNodes(WorkloadId job, std::shared_ptr<const std::vector<uint8_t>> allowed);
 
   // One scheduling cycle at time `now` (seconds, non-decreasing): updates decayed usage,
   // admits what fits, preempts where the rules allow. Fails only on an internal inconsistency.
