@@ -656,6 +656,11 @@ Result<Json> Client::MergePatch(const std::string& path, const Json& patch) {
   return impl_->Do("PATCH", path, {}, &text, "application/merge-patch+json");
 }
 
+Result<Json> Client::StrategicMergePatch(const std::string& path, const Json& patch) {
+  const std::string text = patch.dump();
+  return impl_->Do("PATCH", path, {}, &text, "application/strategic-merge-patch+json");
+}
+
 Result<Json> Client::List(const std::string& path, const std::map<std::string, std::string>& query,
                           int page_size) {
   constexpr int kAttempts = 3;

@@ -168,8 +168,12 @@ class Client {
   Result<Json> Post(const std::string& path, const Json& body);
   Result<Json> Put(const std::string& path, const Json& body);
   Result<Json> Delete(const std::string& path, const Json& body = Json());
-  // application/merge-patch+json (RFC 7386).
+  // application/merge-patch+json (RFC 7386): lists in the patch replace the object's lists.
   Result<Json> MergePatch(const std::string& path, const Json& patch);
+  // application/strategic-merge-patch+json: like MergePatch, but lists with a merge key (pod
+  // status.conditions by type, for one) are merged item by item, so a patch that writes one
+  // condition keeps the others. Built-in kinds only.
+  Result<Json> StrategicMergePatch(const std::string& path, const Json& patch);
 
   // Lists a collection with paging (limit/continue), returning {"items": [...all pages...],
   // "metadata": {"resourceVersion": <of the list>}}. A 410 on a continue token restarts the list.

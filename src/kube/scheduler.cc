@@ -373,7 +373,7 @@ struct Scheduler::Impl {
           auto path = BuildApiPath({"api", "v1", "namespaces", n.ns, "pods", n.name, "status"});
           if (path.ok() && ValidateDns1123Label("namespace", n.ns).ok() &&
               ValidateDns1123Subdomain("pod name", n.name).ok())
-            (void)client.MergePatch(*path, patch);
+            (void)client.StrategicMergePatch(*path, patch);  // keeps other conditions
         }
         if (config.pod_events)
           (void)client.PodEvent(n.ns, n.name, n.uid, "Warning",

@@ -138,6 +138,31 @@ def wait_bound(api: k8slib.Client, ns: str, names: list[str], timeout: float) ->
     return dict(last)
 
 
+def check_access(sa: k8slib.Client, check: k8slib.Checks, allowed: list, denied: list) -> None:
+    """SelfSubjectAccessReviews with a service account's own token: every call in `allowed`
+    ((verb, group, resource, subresource, namespace, name) as the authorizer sees it) is
+    granted, none in `denied`."""
+    def review(verb, group, resource, sub, ns, name):
+        attrs = {"verb": verb, "group": group, "resource": resource}
+        for k, v in (("subresource", sub), ("namespace", ns), ("name", name)):
+            if v:
+                attrs[k] = v
+        out = sa.must("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                      {"apiVersion": "authorization.k8s.io/v1",
+                       "kind": "SelfSubjectAccessReview",
+                       "spec": {"resourceAttributes": attrs}})
+        return bool(out.get("status", {}).get("allowed"))
+
+    def name(a):
+        verb, group, resource, sub, ns, obj = a
+        return (f"{verb} {group + '/' if group else ''}{resource}{'/' + sub if sub else ''}"
+                f"{' in ' + ns if ns else ''}{' named ' + obj if obj and obj != 'x' else ''}")
+    missing = [name(a) for a in allowed if not review(*a)]
+    check("RBAC grants every call the code makes", not missing, "missing: " + ", ".join(missing))
+    extra = [name(a) for a in denied if review(*a)]
+    check("RBAC grants nothing more (sampled)", not extra, "granted: " + ", ".join(extra))
+
+
 def forbidden_lines(text: str) -> list[str]:
     return [line for line in text.splitlines()
             if "403" in line or "forbidden" in line.lower()]

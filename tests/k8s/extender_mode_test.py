@@ -45,6 +45,18 @@ NS = "extender-e2e"
 NODES = ["ext-a", "ext-b", "ext-c"]
 PARTLY_USED = "ext-a"
 LOW, HIGH = "e2e-low", "e2e-high"
+# The API calls the extender makes (informers, bind's pod lookup, the Binding), as the real
+# authorizer sees them, and a sample of what it must not be able to do.
+EXTENDER_ACCESS = [
+    ("list", "", "nodes", "", "", ""), ("watch", "", "nodes", "", "", ""),
+    ("list", "", "pods", "", "", ""), ("watch", "", "pods", "", "", ""),
+    ("get", "", "pods", "", NS, "x"), ("create", "", "pods", "binding", NS, "x"),
+]
+EXTENDER_DENIED = [
+    ("delete", "", "pods", "", NS, "x"), ("create", "", "pods", "eviction", NS, "x"),
+    ("patch", "", "pods", "status", NS, "x"), ("get", "", "secrets", "", NS, "x"),
+    ("create", "events.k8s.io", "events", "", NS, ""), ("update", "", "nodes", "", "", "x"),
+]
 
 
 def make_certs(out: Path) -> None:
@@ -154,6 +166,7 @@ def main() -> int:
     certs = work / "extender-certs"
     make_certs(certs)
     token = kl.token_for(api, "tessera-system", "tessera-extender")
+    dl.check_access(kl.Client.from_env(token), check, EXTENDER_ACCESS, EXTENDER_DENIED)
     kubeconfig = kl.write_kubeconfig(work / "tessera-extender.kubeconfig", token,
                                      "tessera-extender")
     port, health = kl.free_port(), kl.free_port()

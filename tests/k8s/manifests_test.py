@@ -38,6 +38,30 @@ import k8slib as kl  # noqa: E402
 NODES = [f"manifests-gpu-{i}" for i in range(3)]
 NS = "team-a"  # from deploy/samples/namespaces.yaml
 IDENTITY = "e2e-manifests"
+FOREIGN_CONDITION = {"type": "example.com/Audited", "status": "True", "reason": "E2E",
+                     "message": "set by another controller",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+# The API calls the code makes (tests/security/rbac_test.cc lists them), as the real
+# authorizer sees them: (verb, group, resource, subresource, namespace, name).
+SCHEDULER_ACCESS = [
+    ("list", "", "pods", "", "", ""), ("watch", "", "pods", "", "", ""),
+    ("list", "", "nodes", "", "", ""), ("watch", "", "nodes", "", "", ""),
+    ("create", "", "pods", "binding", NS, "x"), ("create", "", "pods", "eviction", NS, "x"),
+    ("patch", "", "pods", "status", NS, "x"),
+    ("create", "events.k8s.io", "events", "", NS, ""),
+    ("list", "tessera.io", "queues", "", "", ""),
+    ("create", "coordination.k8s.io", "leases", "", "tessera-system", ""),
+    ("get", "coordination.k8s.io", "leases", "", "tessera-system", "tessera-scheduler"),
+    ("update", "coordination.k8s.io", "leases", "", "tessera-system", "tessera-scheduler"),
+]
+# Least privilege: what it must not be able to do.
+SCHEDULER_DENIED = [
+    ("delete", "", "pods", "", NS, "x"), ("get", "", "secrets", "", NS, "x"),
+    ("update", "coordination.k8s.io", "leases", "", "tessera-system", "other"),
+    ("create", "coordination.k8s.io", "leases", "", NS, ""),
+    ("update", "", "nodes", "", "", "x"), ("get", "", "pods", "", NS, "x"),
+]
 
 
 def apply_manifests(api: kl.Client, check: kl.Checks) -> None:
@@ -221,8 +245,15 @@ def run_scheduler(api: kl.Client, check: kl.Checks) -> None:
     status, _ = sa.get(f"/api/v1/namespaces/{NS}/secrets")
     check("the scheduler's token is not an admin's (secrets forbidden)", status == 403,
           f"HTTP {status}")
+    dl.check_access(sa, check, SCHEDULER_ACCESS, SCHEDULER_DENIED)
     kubeconfig = kl.write_kubeconfig(kl.workdir() / "tessera-scheduler.kubeconfig", token,
                                      "tessera-scheduler")
+    # A pod that cannot fit, created before the scheduler starts, carrying a condition of
+    # another controller that Tessera's PodScheduled=False must not wipe.
+    kl.create_pods(api, [kl.gpu_pod("too-big", NS, gpus=9, queue="team-a")])
+    api.must("PATCH", f"/api/v1/namespaces/{NS}/pods/too-big/status",
+             {"status": {"conditions": [FOREIGN_CONDITION]}},
+             content_type="application/strategic-merge-patch+json")
     sched, port = kl.start_scheduler("tessera-scheduler-manifests", config, kubeconfig,
                                      ["--leader-elect", "--identity", IDENTITY])
     try:
@@ -258,10 +289,9 @@ def _run_scheduler(api: kl.Client, check: kl.Checks, sched: kl.Process, port: in
         kl.gpu_pod("share", NS, gpus=None, gpu_memory="10Gi", gpu_compute=25, queue="team-a"),
         kl.gpu_pod("gang-0", NS, gpus=2, queue="team-a", gang="e2e-gang", min_member=2),
         kl.gpu_pod("gang-1", NS, gpus=2, queue="team-a", gang="e2e-gang", min_member=2),
-        kl.gpu_pod("too-big", NS, gpus=9, queue="team-a"),
     ]
     kl.create_pods(api, pods)
-    fits = [p["metadata"]["name"] for p in pods if p["metadata"]["name"] != "too-big"]
+    fits = [p["metadata"]["name"] for p in pods]
     got = dl.wait_bound(api, NS, fits, 120)
     bound = {n: p for n, p in got.items() if p.get("spec", {}).get("nodeName")}
     check("GPU pods bound", len(bound) == len(fits),
@@ -301,6 +331,10 @@ def _run_scheduler(api: kl.Client, check: kl.Checks, sched: kl.Process, port: in
     cond, secs = kl.wait_until(unschedulable, 60, 0.5)
     check("too-big: PodScheduled=False with a reason", secs is not None
           and cond.get("reason") == "Unschedulable", json.dumps(cond))
+    kept = dl.condition(dl.pod(api, NS, "too-big"), FOREIGN_CONDITION["type"])
+    check("too-big: another controller's condition survives Tessera's status patch",
+          bool(kept) and kept.get("status") == "True",
+          json.dumps(dl.pod(api, NS, "too-big").get("status", {}).get("conditions")))
     check("too-big stays unbound", not dl.pod(api, NS, "too-big").get("spec", {}).get("nodeName"))
 
     def failed_event():

@@ -473,6 +473,40 @@ TEST(TlsTest, PresentsTheClientCertificate) {
 // ---------------------------------------------------------------------------------------------
 // Requests against the fake API server
 
+TEST_F(FakeTest, StrategicMergePatchMergesConditionsByType) {
+  const std::string pods = "/api/v1/namespaces/ml/pods";
+  ASSERT_TRUE(client_->Post(pods, Pod("ml", "p")).ok());
+  const Json foreign = {{"type", "example.com/Audited"}, {"status", "True"}};
+  ASSERT_TRUE(
+      client_->MergePatch(pods + "/p/status", {{"status", {{"conditions", {foreign}}}}}).ok());
+  auto scheduled = [](const std::string& status) {
+    return Json{{"status",
+                 {{"conditions", Json::array({{{"type", "PodScheduled"}, {"status", status}}})}}}};
+  };
+  // Strategic merge keeps the other condition and updates the one of the same type.
+  ASSERT_TRUE(client_->StrategicMergePatch(pods + "/p/status", scheduled("False")).ok());
+  auto two = client_->StrategicMergePatch(pods + "/p/status", scheduled("Unknown"));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  const Json& merged = (*two)["status"]["conditions"];
+  ASSERT_EQ(merged.size(), 2u) << (*two)["status"].dump();
+  const bool first = merged[0] == foreign;  // the order of merged items is not specified
+  EXPECT_EQ(merged[first ? 0 : 1], foreign);
+  EXPECT_EQ(merged[first ? 1 : 0]["status"], "Unknown");
+  // A JSON merge patch replaces the list, as on the real API server.
+  auto one = client_->MergePatch(pods + "/p/status", scheduled("False"));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)["status"]["conditions"].size(), 1u);
+  // Custom resources take no strategic merge patches.
+  const std::string queues = "/apis/tessera.io/v1alpha1/queues";
+  ASSERT_TRUE(client_
+                  ->Post(queues, {{"apiVersion", "tessera.io/v1alpha1"},
+                                  {"kind", "Queue"},
+                                  {"metadata", {{"name", "q"}}}})
+                  .ok());
+  auto cr = client_->StrategicMergePatch(queues + "/q", {{"spec", {{"weight", 2}}}});
+  EXPECT_EQ(HttpStatusOf(cr.status()), 415);
+}
+
 TEST_F(FakeTest, CrudConflictsAndMergePatch) {
   const std::string pods = "/api/v1/namespaces/ml/pods";
   auto created = client_->Post(pods, Pod("ml", "train-0", {{"app", "train"}}));

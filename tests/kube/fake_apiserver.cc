@@ -42,6 +42,61 @@ struct ApiPath {
   std::string sub;       // subresource
 };
 
+bool IsMergePatch(const std::string& content_type) {
+  return content_type.rfind("application/merge-patch+json", 0) == 0;
+}
+
+bool IsStrategicMergePatch(const std::string& content_type) {
+  return content_type.rfind("application/strategic-merge-patch+json", 0) == 0;
+}
+
+// Strategic merge patches apply to built-in kinds only (the API server answers 415 for custom
+// resources): the core group and groups without a dot or under k8s.io.
+bool IsBuiltinGroup(const std::string& gv) {
+  if (gv.rfind("/api/", 0) == 0) return true;
+  const std::string rest = gv.substr(std::string("/apis/").size());
+  const std::string group = rest.substr(0, rest.find('/'));
+  const std::string suffix = ".k8s.io";
+  return group.find('.') == std::string::npos ||
+         (group.size() > suffix.size() &&
+          group.compare(group.size() - suffix.size(), suffix.size(), suffix) == 0);
+}
+
+// The part of strategic merge patch that matters here: RFC 7396, except that a "conditions"
+// list is merged item by item on its merge key "type" (as for pod, node and other built-in
+// statuses), so patching one condition keeps the others. Other lists are replaced.
+void StrategicMerge(Json& target, const Json& patch) {
+  if (!patch.is_object()) {
+    target = patch;
+    return;
+  }
+  if (!target.is_object()) target = Json::object();
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (it->is_null()) {
+      target.erase(it.key());
+      continue;
+    }
+    auto have = target.find(it.key());
+    if (it.key() == "conditions" && it->is_array() && have != target.end() && have->is_array()) {
+      for (const Json& item : *it) {
+        const std::string type =
+            item.is_object() && item.contains("type") && item["type"].is_string()
+                ? item["type"].get<std::string>()
+                : std::string();
+        auto same = std::find_if(have->begin(), have->end(), [&](const Json& c) {
+          return !type.empty() && c.is_object() && c.contains("type") && c["type"] == type;
+        });
+        if (same != have->end())
+          StrategicMerge(*same, item);
+        else
+          have->push_back(item);
+      }
+      continue;
+    }
+    StrategicMerge(target[it.key()], *it);
+  }
+}
+
 std::optional<ApiPath> ParsePath(const std::string& path) {
   std::vector<std::string> seg;
   size_t i = 0;
@@ -552,13 +607,16 @@ struct FakeApiServer::Impl {
     return op;
   }
 
-  Op PatchLocked(const ApiPath& p, const Json& patch, bool api) {
+  Op PatchLocked(const ApiPath& p, const Json& patch, bool api, bool strategic = false) {
     if (!patch.is_object()) return Op::Error(400, "BadRequest", "the patch must be a JSON object");
     Resource& r = ResourceLocked(p);
     const auto it = r.objects.find(Key(p.ns, p.name));
     if (it == r.objects.end()) return NotFoundOp(p);
     Json next = it->second->obj;
-    next.merge_patch(patch);
+    if (strategic)
+      StrategicMerge(next, patch);
+    else
+      next.merge_patch(patch);
     const std::string rv = Str(patch, "metadata.resourceVersion");
     if (rv.empty()) next["metadata"]["resourceVersion"] = "";
     return UpdateLocked(p, std::move(next), api);
@@ -1154,18 +1212,20 @@ struct FakeApiServer::Impl {
     } else if (m == "PUT" || m == "PATCH" || m == "DELETE") {
       if (p->name.empty() || (!p->sub.empty() && (p->sub != "status" || m == "DELETE"))) {
         op = Op::Error(405, "MethodNotAllowed", m + " is not supported on " + req.path);
-      } else if (m == "PATCH" &&
-                 req.get_header_value("Content-Type").rfind("application/merge-patch+json", 0) !=
-                     0) {
+      } else if (m == "PATCH" && !IsMergePatch(req.get_header_value("Content-Type")) &&
+                 !(IsStrategicMergePatch(req.get_header_value("Content-Type")) &&
+                   IsBuiltinGroup(p->gv))) {
         op = Op::Error(415, "UnsupportedMediaType",
-                       "the fake API server supports only application/merge-patch+json, not " +
-                           req.get_header_value("Content-Type"));
+                       "the fake API server supports only application/merge-patch+json, and "
+                       "application/strategic-merge-patch+json for built-in kinds, not " +
+                           req.get_header_value("Content-Type") + " on " + p->gv);
       } else {
         std::lock_guard<std::mutex> lock(mu);
         if (m == "PUT") {
           op = UpdateLocked(*p, std::move(body), true);
         } else if (m == "PATCH") {
-          op = PatchLocked(*p, body, true);
+          op = PatchLocked(*p, body, true,
+                           IsStrategicMergePatch(req.get_header_value("Content-Type")));
         } else {
           op = DeleteLocked(*p, body);
         }

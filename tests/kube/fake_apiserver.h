@@ -9,7 +9,9 @@
 //     status.phase=Pending and spec.schedulerName=default-scheduler), GET, PUT (409 Conflict
 //     when metadata.resourceVersion is set and stale; a no-op update keeps the version), PATCH
 //     application/merge-patch+json (RFC 7396; metadata.resourceVersion in the patch is a
-//     precondition; other patch types 415), DELETE (preconditions uid/resourceVersion), the
+//     precondition), application/strategic-merge-patch+json on built-in kinds (as merge patch,
+//     except that "conditions" lists merge by type; other patch types 415), DELETE
+//     (preconditions uid/resourceVersion), the
 //     status subresource (only .status changes; the main resource of pods and nodes ignores
 //     .status);
 //   * list with fieldSelector (=, ==, != on the fields the API server supports for pods, plus
@@ -29,7 +31,7 @@
 //   * events.k8s.io/v1 events must carry eventTime, reportingController, reportingInstance,
 //     action and reason (422 otherwise).
 // Not modelled: namespaces' existence, authentication, admission, finalizers and graceful
-// deletion, strategic-merge/JSON/apply patches, set-based label selectors.
+// deletion, strategic merge beyond conditions, JSON/apply patches, set-based label selectors.
 //
 // Fault injection (thread-safe setters, effective for requests and streams from then on):
 // dropped watches (after N events, after T seconds, or all at once), delayed events, a seeded

@@ -550,6 +550,42 @@ TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
   EXPECT_EQ(policy->queueing, QueueingStrategy::kStrictFifo);
 }
 
+TEST(SchedulerE2ETest, UnschedulableConditionKeepsOtherConditions) {
+  E2E e;
+  ASSERT_TRUE(e.server.Create("/api/v1/nodes", NodeJson("node-0", 8)).ok());
+  const std::string pod = "/api/v1/namespaces/ml/pods/too-big";
+  ASSERT_TRUE(
+      e.server
+          .Create("/api/v1/namespaces/ml/pods", PodJson("ml", "too-big", {{"nvidia.com/gpu", "9"}}))
+          .ok());
+  // A condition another controller wrote (a readiness gate, say) before Tessera looks.
+  const Json foreign = {{"type", "example.com/Audited"}, {"status", "True"}};
+  ASSERT_TRUE(e.server.MergePatch(pod + "/status", {{"status", {{"conditions", {foreign}}}}}).ok());
+  SchedulerRuntimeConfig cfg;
+  cfg.cycle_interval_s = 0.01;
+  Scheduler sched(*e.client, cfg);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { EXPECT_TRUE(sched.Run(stop).ok()); });
+  Json conditions;
+  for (int i = 0; i < 500; ++i) {
+    auto p = e.server.Get(pod);
+    ASSERT_TRUE(p.has_value());
+    conditions = (*p)["status"].value("conditions", Json::array());
+    bool unschedulable = false;
+    for (const auto& c : conditions)
+      unschedulable |= c.value("type", "") == "PodScheduled" && c.value("status", "") == "False";
+    if (unschedulable) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  t.join();
+  ASSERT_EQ(conditions.size(), 2u) << conditions.dump();
+  const bool first = conditions[0] == foreign;  // the order of merged items is not specified
+  EXPECT_EQ(conditions[first ? 0 : 1], foreign);
+  EXPECT_EQ(conditions[first ? 1 : 0]["type"], "PodScheduled");
+  EXPECT_EQ(conditions[first ? 1 : 0]["reason"], "Unschedulable");
+}
+
 TEST(SchedulerE2ETest, RestartAndHandoverUnderFaults) {
   E2E e;
   Populate(e.server, 200);
