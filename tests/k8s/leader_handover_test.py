@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Leader handover of two `tessera scheduler` replicas on the real Lease API.
+
+Run through controlplane.py (which exports the connection variables), with the
+tessera binary in TESSERA_BINARY:
+
+  tests/k8s/controlplane.py -- python3 tests/k8s/leader_handover_test.py
+
+Two replicas run with --leader-elect and the identities tessera-a and
+tessera-b on the Lease tessera-system/tessera-scheduler
+(coordination.k8s.io/v1), with short lease timing (4 s lease, 3 s renew
+deadline, 1 s retry). tessera-a leads first. 480 pods (1 and 2 GPUs, compute
+and memory shares) stream onto 50 kwok H100 nodes over several seconds; once
+the leader has bound some of them, tessera-a is killed with SIGKILL.
+
+Checks, read back from the API server: the standby neither leads nor binds
+before; the Lease moves to tessera-b; tessera-b binds the rest; a watch opened
+before the first pod sees every pod bound exactly once and never moved; every
+assignment matches its node's inventory and no GPU is over-committed (the new
+leader rebuilt the GPUs in use from the bound pods' assignments); nothing is
+lost: every pod is bound and Running. Prints the handover time (kill to the
+new leader's first binding).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import k8slib  # noqa: E402
+import sched_checks as sc  # noqa: E402
+
+NS = "handover-e2e"
+LEASE_NS = "tessera-system"
+LEASE = "tessera-scheduler"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE}"
+NODES = 50
+KILL_AFTER_BOUND = 120
+LEASE_SECONDS = 4
+
+CONFIG = f"""\
+schedulerName: tessera
+policy: tessera
+leaderElection:
+  namespace: {LEASE_NS}
+  name: {LEASE}
+  leaseDurationSeconds: {LEASE_SECONDS}
+  renewDeadlineSeconds: 3
+  retryPeriodSeconds: 1
+binding:
+  threads: 8
+podConditions: true
+podEvents: true
+"""
+
+
+def build_pods(rng: random.Random) -> list[dict]:
+    pods = [k8slib.gpu_pod(f"g1-{i}", NS, gpus=1) for i in range(180)]
+    pods += [k8slib.gpu_pod(f"g2-{i}", NS, gpus=2) for i in range(40)]
+    pods += [k8slib.gpu_pod(f"cmp-{i}", NS, gpus=None, gpu_compute=25) for i in range(130)]
+    pods += [k8slib.gpu_pod(f"mem-{i}", NS, gpus=None, gpu_memory="10Gi") for i in range(130)]
+    rng.shuffle(pods)
+    return pods
+
+
+def scrape(port: int) -> dict[str, float | None]:
+    try:
+        text = k8slib.metrics(port)
+    except OSError:
+        return {}
+    return {name: k8slib.metric_value(text, name)
+            for name in ("tessera_leader", "tessera_bindings_total",
+                         "tessera_binding_errors_total")}
+
+
+def lease(api: k8slib.Client) -> dict:
+    status, body = api.get(LEASE_PATH)
+    return body.get("spec", {}) if status == 200 and isinstance(body, dict) else {}
+
+
+def main() -> int:
+    checks = k8slib.Checks()
+    api = k8slib.Client.from_env()
+    rng = random.Random(4242)
+    t_start = time.monotonic()
+    k8slib.ensure_namespace(api, NS)
+    k8slib.ensure_namespace(api, LEASE_NS)
+    nodes = [k8slib.kwok_gpu_node(f"h100-{i:03d}") for i in range(NODES)]
+    names = [n["metadata"]["name"] for n in nodes]
+    k8slib.create_nodes(api, nodes)
+    ready = k8slib.wait_nodes_ready(api, names, 120)
+    checks(f"{NODES} kwok GPU nodes Ready", ready)
+    if not ready:
+        return checks.exit_code()
+
+    procs: list[k8slib.Process] = []
+    try:
+        return run(checks, api, rng, procs, t_start)
+    finally:
+        for p in procs:
+            code = p.close()
+            print(f"{p.name} exit code {code}", flush=True)
+
+
+def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random,
+        procs: list[k8slib.Process], t_start: float) -> int:
+    a, port_a = k8slib.start_scheduler("tessera-a", CONFIG,
+                                       extra=["--leader-elect", "--identity", "tessera-a"])
+    procs.append(a)
+    _, secs = k8slib.wait_until(lambda: lease(api).get("holderIdentity") == "tessera-a"
+                                and scrape(port_a).get("tessera_leader") == 1.0, 60, 0.1)
+    if not checks("tessera-a acquires the Lease and leads", secs is not None,
+                  f"{secs:.1f}s" if secs is not None else f"lease {lease(api)}\n{a.tail()}"):
+        return checks.exit_code()
+    transitions_before = lease(api).get("leaseTransitions", 0)
+    b, port_b = k8slib.start_scheduler("tessera-b", CONFIG,
+                                       extra=["--leader-elect", "--identity", "tessera-b"])
+    procs.append(b)
+    up, _ = k8slib.wait_until(lambda: scrape(port_b), 30, 0.1)
+    checks("tessera-b starts as standby", bool(up) and up.get("tessera_leader") == 0.0,
+           str(up) if up else b.tail())
+
+    pods = build_pods(rng)
+    total = len(pods)
+    watcher = sc.PodWatcher(api, NS)
+    # The stream: batches of 20 pods every 0.35 s (about 8 s), 4 requests at a time.
+    created = {"n": 0, "done": None}
+
+    def stream():
+        for i in range(0, total, 20):
+            batch = pods[i:i + 20]
+            k8slib.create_pods(api, batch, threads=4)
+            created["n"] += len(batch)
+            time.sleep(0.35)
+        created["done"] = time.monotonic()
+    t_create = time.monotonic()
+    creator = threading.Thread(target=stream, daemon=True)
+    creator.start()
+
+    _, secs = k8slib.wait_until(lambda: watcher.bound_count() >= KILL_AFTER_BOUND, 90, 0.02)
+    standby = scrape(port_b)
+    bound_at_kill = watcher.bound_count()
+    t_kill = time.monotonic()
+    a.kill(signal.SIGKILL)
+    checks("tessera-a binds pods while tessera-b stands by", secs is not None
+           and standby.get("tessera_leader") == 0.0
+           and standby.get("tessera_bindings_total") == 0.0,
+           f"{bound_at_kill} bound, {created['n']} created, {t_kill - t_create:.1f}s into the "
+           f"stream; tessera-b {standby}")
+    checks("SIGKILL comes while pods still wait", bound_at_kill < total,
+           f"{bound_at_kill}/{total} bound")
+
+    # Watch the handover: the Lease's holder, and tessera-b's first binding.
+    t_lease = t_first = None
+    deadline = t_kill + 60
+    while time.monotonic() < deadline and (t_lease is None or t_first is None):
+        if t_lease is None and lease(api).get("holderIdentity") == "tessera-b":
+            t_lease = time.monotonic()
+        if t_first is None and (scrape(port_b).get("tessera_bindings_total") or 0) > 0:
+            t_first = time.monotonic()
+        time.sleep(0.05)
+    spec = lease(api)
+    checks("the Lease moves to tessera-b", t_lease is not None
+           and spec.get("leaseTransitions", 0) > transitions_before,
+           f"{t_lease - t_kill:.1f}s after the kill, leaseTransitions "
+           f"{transitions_before} -> {spec.get('leaseTransitions')}" if t_lease else str(spec))
+    with watcher.lock:
+        bound_before_takeover = sum(1 for u, t in watcher.bind_time.items()
+                                    if t_lease is not None and t < t_lease)
+        after = sorted(t for t in watcher.bind_time.values() if t_lease and t >= t_lease)
+    handover = (t_first - t_kill) if t_first is not None else None
+    watch_handover = (after[0] - t_kill) if after else None
+    checks("tessera-b binds after taking over", handover is not None,
+           f"handover (SIGKILL -> first binding by the new leader): {handover:.2f}s "
+           f"(metrics), {watch_handover:.2f}s (first binding seen by the watch)"
+           if handover is not None and watch_handover is not None else b.tail())
+    checks("handover within lease duration + 10 s", handover is not None
+           and handover <= LEASE_SECONDS + 10, f"{handover}")
+
+    # Nothing lost: everything gets bound.
+    _, secs = k8slib.wait_until(lambda: created["done"] and watcher.bound_count() >= total,
+                                120, 0.2)
+    t_all = time.monotonic()
+    checks("every pod is bound", secs is not None,
+           f"{watcher.bound_count()}/{total}, all {t_all - t_create:.1f}s after the stream began")
+    items, _ = api.list_all(f"/api/v1/namespaces/{NS}/pods")
+    bound = [p for p in items if p["spec"].get("nodeName")]
+    with watcher.lock:
+        binds = dict(watcher.binds)
+        changes = list(watcher.node_changes)
+        deleted = set(watcher.deleted)
+        names_by_uid = dict(watcher.name)
+    twice = [names_by_uid[u] for u, n in binds.items() if n > 1]
+    unseen = [p["metadata"]["name"] for p in bound if binds.get(p["metadata"]["uid"], 0) != 1]
+    checks("watch ran without errors", not watcher.error, watcher.error)
+    checks("each pod was bound exactly once (watched from before the first pod)",
+           len(items) == total and not twice and not unseen,
+           f"{len(bound)} bound of {len(items)}; twice {twice[:5]}, not seen once {unseen[:5]}")
+    checks("no pod ever changed node", not changes, "; ".join(changes[:5]))
+    checks("no pod was deleted", not deleted, f"{len(deleted)} deleted")
+
+    node_list, _ = api.list_all("/api/v1/nodes", selector="type=kwok")
+    nodes = {n["metadata"]["name"]: n for n in node_list}
+    bad = [problem for p in bound
+           for _, problem in [sc.validate_assignment(p, nodes.get(p["spec"]["nodeName"]))]
+           if problem]
+    checks("every assignment is valid and matches its node's inventory", not bad,
+           f"{len(bound)} valid" if not bad else f"{len(bad)} bad: {bad[:3]}")
+    usage, over = sc.gpu_usage(bound, nodes)
+    checks("no GPU is over-committed across the handover", not over,
+           f"{len(usage)} GPUs in use, {sum(usage.values()) / 1000:.2f} GPUs allocated"
+           if not over else "; ".join(over[:3]))
+
+    after_b = scrape(port_b)
+    b_binds = after_b.get("tessera_bindings_total")
+    checks("tessera-b bound exactly the pods tessera-a had not",
+           b_binds is not None and b_binds == total - bound_before_takeover
+           and after_b.get("tessera_binding_errors_total") == 0.0,
+           f"tessera-a {bound_before_takeover}, tessera-b {b_binds}, "
+           f"binding errors {after_b.get('tessera_binding_errors_total')}")
+    checks("tessera-b leads and runs; tessera-a is gone",
+           b.alive() and after_b.get("tessera_leader") == 1.0 and not a_alive(procs),
+           b.tail() if not b.alive() else "")
+
+    def all_running():
+        got, _ = api.list_all(f"/api/v1/namespaces/{NS}/pods")
+        running = sum(1 for p in got if p.get("status", {}).get("phase") == "Running")
+        return running if running == total else None
+    got, secs = k8slib.wait_until(all_running, 90, 1.0)
+    checks("every pod reaches phase Running", secs is not None, f"{got} running")
+    watcher.close()
+    times = watcher.bind_times()
+    print(sc.summarize_times("bindings seen by the watch", times, t_create), flush=True)
+    print(f"handover: SIGKILL at {t_kill - t_create:.1f}s into the stream with {bound_at_kill} "
+          f"bound; Lease moved after {(t_lease - t_kill) if t_lease else float('nan'):.2f}s; "
+          f"first new-leader binding after {handover if handover is not None else float('nan'):.2f}s"
+          f"; test {time.monotonic() - t_start:.1f}s", flush=True)
+    return checks.exit_code()
+
+
+def a_alive(procs: list[k8slib.Process]) -> bool:
+    return any(p.name == "tessera-a" and p.alive() for p in procs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
