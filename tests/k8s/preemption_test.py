@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Preemption by `tessera scheduler` through the real Eviction API, against a
+PodDisruptionBudget whose status the disruption controller computes.
+
+Run through controlplane.py (tests/k8s/CMakeLists.txt, test k8s_preemption):
+
+  TESSERA_BINARY=build/release/apps/tessera/tessera \
+    python3 tests/k8s/controlplane.py -- python3 tests/k8s/preemption_test.py
+
+Three kwok nodes with 4 GPUs each are filled with low-priority pods of queue
+`team` (withinQueue: LowerPriority): a ReplicaSet `guarded` of 8 pods covered
+by a PDB with minAvailable 6 (2 disruptions allowed) and 4 bare pods `free-*`.
+Then 8 high-priority pods of the same queue arrive. Only 6 GPUs can be freed
+without breaking the budget, so the expected end state is: the 4 free pods and
+exactly 2 guarded pods evicted, 6 preemptors bound, 2 preemptors pending with
+a reason, the 6 other guarded pods still running; every eviction the budget
+forbids is answered 429 by the API server and reported by Tessera as
+EvictionBlocked, never retried in a loop. A pod watch checks after every event
+that no GPU is ever held by two existing pods (a terminating victim still
+holds its GPUs).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import k8slib  # noqa: E402
+from gpu_watch import GpuLedgerWatch  # noqa: E402
+
+NS = "preempt"
+QUEUE = "team"
+NODES = [f"pre-gpu-{i}" for i in range(3)]
+GPUS_PER_NODE = 4
+GUARDED = 8
+MIN_AVAILABLE = 6
+FREE = 4
+HIGH = 8
+LOW_PC, HIGH_PC = "e2e-low", "e2e-high"
+
+CONFIG = f"""\
+schedulerName: tessera
+podEvents: true
+podConditions: true
+queues:
+- name: {QUEUE}
+  withinQueue: LowerPriority
+  flavors:
+  - name: all
+    nominal: {{gpu: 64}}
+"""
+
+
+def priority_class(name: str, value: int) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "description": "tessera e2e preemption test"}
+
+
+def replica_set() -> dict:
+    pod = k8slib.gpu_pod("unused", NS, gpus=1, queue=QUEUE, priority_class=LOW_PC,
+                         labels={"app": "guarded"})
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "guarded", "namespace": NS},
+            "spec": {"replicas": GUARDED, "selector": {"matchLabels": {"app": "guarded"}},
+                     "template": {"metadata": {"labels": pod["metadata"]["labels"],
+                                               "annotations": pod["metadata"]["annotations"]},
+                                  "spec": pod["spec"]}}}
+
+
+def pdb() -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded", "namespace": NS},
+            "spec": {"minAvailable": MIN_AVAILABLE,
+                     "selector": {"matchLabels": {"app": "guarded"}}}}
+
+
+def running(p: dict) -> bool:
+    return (bool(p.get("spec", {}).get("nodeName")) and p.get("status", {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp"))
+
+
+def scheduled_condition(p: dict) -> dict | None:
+    for c in p.get("status", {}).get("conditions", []) or []:
+        if c.get("type") == "PodScheduled":
+            return c
+    return None
+
+
+def main() -> int:
+    check = k8slib.Checks()
+    api = k8slib.Client.from_env()
+    t0 = time.monotonic()
+    k8slib.ensure_namespace(api, NS)
+    for name, value in ((LOW_PC, 100), (HIGH_PC, 1000)):
+        api.must("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(name, value))
+    k8slib.create_nodes(api, [k8slib.kwok_gpu_node(n, gpus=GPUS_PER_NODE) for n in NODES])
+    check("kwok nodes Ready", k8slib.wait_nodes_ready(api, NODES, 90))
+
+    sched, port = k8slib.start_scheduler("tessera-preempt", CONFIG)
+    watch = GpuLedgerWatch(api, f"/api/v1/namespaces/{NS}/pods")
+    watch.synced.wait(30)
+    try:
+        return run(check, api, sched, port, watch, t0)
+    finally:
+        watch.close()
+        rc = sched.close()
+        print(f"scheduler exit code {rc}", flush=True)
+        if check.failed:
+            print(sched.tail(60), flush=True)
+
+
+def run(check, api, sched, port, watch, t0) -> int:
+    pods_path = f"/api/v1/namespaces/{NS}/pods"
+
+    def pods(selector: str = "") -> list[dict]:
+        return api.list_all(pods_path, selector=selector)[0]
+
+    # Low-priority pods fill every GPU.
+    api.must("POST", f"/apis/apps/v1/namespaces/{NS}/replicasets", replica_set())
+    k8slib.create_pods(api, [k8slib.gpu_pod(f"free-{i}", NS, gpus=1, queue=QUEUE,
+                                            priority_class=LOW_PC, labels={"app": "free"})
+                             for i in range(FREE)])
+    low = GUARDED + FREE
+    items, secs = k8slib.wait_until(
+        lambda: (lambda ps: ps if sum(running(p) for p in ps) == low else None)(pods()), 120, 0.5)
+    check(f"{low} low-priority pods bound by tessera and Running", secs is not None,
+          f"{secs:.1f}s" if secs is not None else
+          f"{sum(running(p) for p in items or pods())} running")
+    if secs is None:
+        return check.exit_code()
+    check("low-priority pods carry spec.priority 100 from their PriorityClass",
+          all(p["spec"].get("priority") == 100 for p in items))
+    guarded_before = {p["metadata"]["uid"]: p["metadata"]["name"]
+                      for p in items if p["metadata"]["labels"].get("app") == "guarded"}
+    free_before = {p["metadata"]["name"] for p in items if p["metadata"]["labels"].get("app") == "free"}
+    holder_before = {(p["spec"]["nodeName"], g): f"{NS}/{p['metadata']['name']}"
+                     for p in items for g in (k8slib.assignment(p) or {}).get("gpus", [])}
+    check("every GPU holds exactly one low-priority pod",
+          len(holder_before) == len(NODES) * GPUS_PER_NODE, f"{len(holder_before)} GPUs held")
+
+    # The PDB, and its status as the disruption controller computes it.
+    api.must("POST", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets", pdb())
+    pdb_path = f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/guarded"
+
+    def pdb_ready():
+        b = api.must("GET", pdb_path)
+        st = b.get("status", {})
+        ok = (st.get("observedGeneration", 0) >= b["metadata"].get("generation", 1)
+              and st.get("currentHealthy") == GUARDED and st.get("expectedPods") == GUARDED
+              and st.get("desiredHealthy") == MIN_AVAILABLE
+              and st.get("disruptionsAllowed") == GUARDED - MIN_AVAILABLE)
+        return st if ok else None
+    st, secs = k8slib.wait_until(pdb_ready, 60, 0.5)
+    check("disruption controller computes the PDB status",
+          secs is not None, f"{secs:.1f}s, {st}" if secs is not None else str(st))
+    if secs is None:
+        return check.exit_code()
+    allowed = st["disruptionsAllowed"]
+
+    # High-priority pods that need more room than the budget lets go.
+    k8slib.create_pods(api, [k8slib.gpu_pod(f"high-{i}", NS, gpus=1, queue=QUEUE,
+                                            priority_class=HIGH_PC, labels={"app": "high"})
+                             for i in range(HIGH)])
+    expect_bound = FREE + allowed
+
+    def high_bound():
+        hs = pods("app=high")
+        n = sum(running(p) for p in hs)
+        return hs if n >= expect_bound else None
+    hs, secs = k8slib.wait_until(high_bound, 150, 0.5)
+    check(f"{expect_bound} preemptors bound and Running after evicting "
+          f"{FREE} free + {allowed} guarded pods", secs is not None,
+          f"{secs:.1f}s after they were created" if secs is not None else
+          f"{sum(running(p) for p in pods('app=high'))} running")
+
+    # Let it settle: nothing more may happen once every victim the budget allows is gone.
+    def event_list():
+        out = api.must("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events?limit=1000")
+        return [e for e in out.get("items", [])
+                if e.get("reportingController") == "tessera.io/scheduler"]
+    time.sleep(8)
+    ev_before = len(event_list())
+    time.sleep(10)
+    events = event_list()
+    check("no further Events in a 10 s window once settled (no eviction loop)",
+          len(events) == ev_before, f"{ev_before} -> {len(events)}")
+
+    final = pods()
+    by_app: dict[str, list[dict]] = {}
+    for p in final:
+        by_app.setdefault(p["metadata"]["labels"].get("app", ""), []).append(p)
+    high = by_app.get("high", [])
+    high_running = [p for p in high if running(p)]
+    high_pending = [p for p in high if not p["spec"].get("nodeName")]
+    check(f"exactly {expect_bound} preemptors run, {HIGH - expect_bound} stay pending",
+          len(high_running) == expect_bound and len(high_pending) == HIGH - expect_bound,
+          f"{len(high_running)} running, {len(high_pending)} pending")
+    check("preemptors carry spec.priority 1000",
+          all(p["spec"].get("priority") == 1000 for p in high))
+    conds = [scheduled_condition(p) for p in high_pending]
+    check("pending preemptors have PodScheduled=False with a reason",
+          bool(high_pending) and all(c and c.get("status") == "False" and c.get("message")
+                                     for c in conds),
+          "; ".join(f"{c.get('reason')}: {c.get('message')}" for c in conds if c)[:400])
+
+    free_left = [p["metadata"]["name"] for p in by_app.get("free", [])]
+    check("every unprotected low-priority pod was evicted", not free_left,
+          f"still present: {free_left}" if free_left else "")
+    guarded_now = by_app.get("guarded", [])
+    originals = [p for p in guarded_now if p["metadata"]["uid"] in guarded_before]
+    evicted_guarded = sorted(n for u, n in guarded_before.items()
+                             if u not in {p["metadata"]["uid"] for p in guarded_now})
+    check(f"the PDB let exactly {allowed} guarded pods go",
+          len(evicted_guarded) == allowed, f"evicted {evicted_guarded}")
+    check(f"{MIN_AVAILABLE} original guarded pods keep running, none terminating",
+          len(originals) == MIN_AVAILABLE and all(running(p) for p in originals),
+          f"{sum(running(p) for p in originals)} of {len(originals)} running")
+    recreated = [p for p in guarded_now if p["metadata"]["uid"] not in guarded_before]
+    check("the ReplicaSet's replacements stay pending (they may not preempt higher priority)",
+          len(recreated) == len(evicted_guarded)
+          and all(not p["spec"].get("nodeName") for p in recreated),
+          f"{len(recreated)} replacements, bound: "
+          f"{[p['metadata']['name'] for p in recreated if p['spec'].get('nodeName')]}")
+    b = api.must("GET", pdb_path)
+    bst = b.get("status", {})
+    check("PDB afterwards: no disruptions allowed, currentHealthy >= minAvailable",
+          bst.get("disruptionsAllowed") == 0 and bst.get("currentHealthy", 0) >= MIN_AVAILABLE,
+          f"currentHealthy {bst.get('currentHealthy')}, disruptionsAllowed "
+          f"{bst.get('disruptionsAllowed')}")
+
+    # Events explain what happened.
+    def reasons_for(name: str) -> list[str]:
+        return [e.get("reason") for e in events if e.get("regarding", {}).get("name") == name]
+    victims = sorted(free_before) + evicted_guarded
+    missing = [v for v in victims if "Preempted" not in reasons_for(v)]
+    check("every evicted pod has a Preempted Event", not missing,
+          f"missing for {missing}" if missing else
+          next((e.get("note", "") for e in events if e.get("reason") == "Preempted"), "")[:200])
+    blocked = [e for e in events if e.get("reason") == "EvictionBlocked"]
+    blocked_names = sorted({e["regarding"]["name"] for e in blocked})
+    check("the API server's 429 refusals are reported as EvictionBlocked on guarded pods",
+          bool(blocked) and all(n in guarded_before.values() for n in blocked_names)
+          and all("disruption budget" in e.get("note", "") for e in blocked),
+          f"{len(blocked)} events on {blocked_names}: "
+          f"{(blocked[0].get('note', '') if blocked else '')[:240]}")
+    check("a refused victim is tried at most once",
+          all(sum(1 for e in blocked if e["regarding"]["name"] == n) == 1 for n in blocked_names),
+          "")
+    check("no pod that keeps running got a Preempted Event",
+          not [p["metadata"]["name"] for p in originals
+               if "Preempted" in reasons_for(p["metadata"]["name"])],
+          ", ".join(p["metadata"]["name"] for p in originals
+                    if "Preempted" in reasons_for(p["metadata"]["name"])))
+
+    # Ordering and over-commit, from the pod watch.
+    check("no GPU held by two existing pods at any event (terminating victims included)",
+          not watch.violations, "; ".join(watch.violations[:5]) or
+          f"{watch.events} pod events checked")
+    # Each preemptor's GPUs were held by a low-priority pod before: that pod's DELETED event
+    # must come before the preemptor's bind in the API server's event order.
+    early = []
+    for p in high_running:
+        key = f"{NS}/{p['metadata']['name']}"
+        a = k8slib.assignment(p) or {}
+        for g in a.get("gpus", []):
+            victim = holder_before.get((p["spec"]["nodeName"], g))
+            gone = watch.gone_at.get(victim) if victim else None
+            if victim and (gone is None or gone > watch.bound_at.get(key, 0)):
+                early.append(f"{key} bound onto GPU {g} of {p['spec']['nodeName']} before "
+                             f"{victim} was gone")
+    check("every preemptor was bound only after the victim on its GPU was gone",
+          not early and bool(high_running), "; ".join(early[:3]))
+    text = k8slib.metrics(port)
+    check("scheduler alive and serving metrics", sched.alive()
+          and k8slib.metric_value(text, "tessera_bindings_total") is not None,
+          f"tessera_bindings_total {k8slib.metric_value(text, 'tessera_bindings_total')}")
+    print(f"preemption test took {time.monotonic() - t0:.1f}s", flush=True)
+    return check.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
