@@ -11,16 +11,19 @@ for each scheduler in turn (kube-scheduler first), on the same nodes and on a cl
   fill   a mixed set (whole GPUs and shares, --mix) asking --fill-demand times the GPU
          capacity of the --fill-nodes pool, to measure what is left unallocated.
 
-Each phase starts the scheduler fresh, waits until it has bound a warm-up pod (its start-up:
+Only one scheduler runs at a time: each phase starts it fresh and stops it at the end, and
+the phase's pods are deleted (grace period 0) and gone before the next phase. --mode stream
+(default) starts the scheduler, waits until it has bound a warm-up pod (its start-up: the
 initial lists of every node and pod), deletes that pod, then creates the phase's pods from
 --threads threads on keep-alive connections while a watch records when each pod's
-spec.nodeName first appears. The pods are deleted (grace period 0) and gone before the next
-phase; the scheduler is stopped after its phase, so only one scheduler ever runs.
+spec.nodeName first appears: pods/s = pods bound / (last bind seen - first creation request),
+latency = bind seen - creation acknowledged. --mode backlog creates every pod first and then
+starts the scheduler: pods/s = pods bound / (last bind seen - scheduler start).
 
 kube-scheduler schedules pods with schedulerName default-scheduler and sees GPU shares as
 NVIDIA time-slicing replicas: a fill node advertises nvidia.com/gpu = GPUs x --replicas with
 the label nvidia.com/gpu.replicas, a share of fraction f asks ceil(f x replicas) replicas and
-a whole GPU asks --replicas. Tessera schedules the same pods, in the same order, with
+k whole GPUs ask k x replicas. Tessera schedules the same pods, in the same order, with
 schedulerName tessera in its native form (nvidia.com/gpu for whole GPUs, tessera.io/gpu-memory
 for shares) and reads the 8 physical GPUs from the tessera.io/gpu-inventory annotation.
 
