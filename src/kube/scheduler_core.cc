@@ -468,10 +468,19 @@ void SchedulerCore::SubmitPending(double now) {
   for (const auto& key : singles) submit({key}, key, 0);
   for (auto it = gang_waiting_.begin(); it != gang_waiting_.end();) {
     auto& keys = it->second;
+    // Members bound meanwhile (by another scheduler) no longer wait.
+    std::erase_if(keys, [&](const std::string& k) {
+      auto pt = pods_.find(k);
+      return pt == pods_.end() || pt->second->bound;
+    });
     bool ready = false;
     int min_member = 0;
     if (!keys.empty()) {
       min_member = pods_.at(keys.front())->req.min_member;
+      // Members already bound count towards min-member: a leader that died while binding the
+      // gang, or a member whose bind failed and is retried alone. The rest are placed together.
+      if (min_member > static_cast<int>(keys.size()))
+        min_member = std::max(1, min_member - BoundGangMembers(it->first));
       ready = min_member > 0 ? static_cast<int>(keys.size()) >= min_member
                              : now - gang_last_seen_[it->first] >= config_.gang_settle_s;
     }
@@ -484,6 +493,14 @@ void SchedulerCore::SubmitPending(double now) {
       ++it;
     }
   }
+}
+
+int SchedulerCore::BoundGangMembers(const std::string& gang) const {
+  int n = 0;
+  for (const auto& [key, p] : pods_)
+    n += p->bound && !p->req.deleting && !p->req.gang.empty() &&
+         p->req.scheduler_name == config_.scheduler_name && p->req.ns + "/" + p->req.gang == gang;
+  return n;
 }
 
 std::string SchedulerCore::Notice(const std::string& key, const std::string& reason,
@@ -630,6 +647,18 @@ CycleOutput SchedulerCore::Cycle(double now) {
     if (admission_->state(id) != JobState::kPending) continue;
     const std::string why = admission_->WhyPending(id);
     for (const auto& key : j->pods) Notice(key, "Unschedulable", why, out);
+  }
+  for (const auto& [gang, keys] : gang_waiting_) {
+    if (keys.empty()) continue;
+    const int min_member = pods_.at(keys.front())->req.min_member;
+    if (min_member <= 0) continue;  // forms once no member arrived for gang_settle_s
+    const int bound = BoundGangMembers(gang);
+    const int missing = min_member - bound - static_cast<int>(keys.size());
+    if (missing <= 0) continue;
+    const std::string why = "gang waits for " + std::to_string(missing) + " more pods (" +
+                            std::to_string(keys.size()) + " pending, " + std::to_string(bound) +
+                            " bound, min-member " + std::to_string(min_member) + ")";
+    for (const auto& key : keys) Notice(key, "Unschedulable", why, out);
   }
   return out;
 }

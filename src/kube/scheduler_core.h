@@ -13,6 +13,9 @@
 //  * Pending pods with spec.schedulerName == config.scheduler_name become admission jobs: one
 //    pod each, or one job per gang (tessera.io/gang) once min-member pods (or, without
 //    min-member, the pods seen when no new member arrived for gang_settle_s) are pending.
+//    Members already bound (by a leader that died while binding the gang, or before a member's
+//    failed bind is retried) count towards min-member; a gang still short of members gets a
+//    notice saying how many are missing.
 //  * Every pod constraint kube-scheduler honours is applied through the allowed-node mask:
 //    readiness, cordon, taints/tolerations, nodeSelector, required node affinity. Pending jobs'
 //    masks follow node changes (a new node, a taint removed, e.g. the API server's
@@ -119,6 +122,8 @@ class SchedulerCore {
   Status AdoptBound(PodEntry& pod, bool preemptible = true);
   std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
                      CycleOutput& out);
+  // Pods of this scheduler in gang "ns/name" that are bound (and not being deleted).
+  int BoundGangMembers(const std::string& gang) const;
 
   SchedulerConfig config_;
   ClusterState state_;
