@@ -9,12 +9,15 @@ tessera binary in TESSERA_BINARY:
 Two replicas run with --leader-elect and the identities tessera-a and
 tessera-b on the Lease tessera-system/tessera-scheduler
 (coordination.k8s.io/v1), with short lease timing (4 s lease, 3 s renew
-deadline, 1 s retry). tessera-a leads first. 480 pods (1 and 2 GPUs, compute
-and memory shares) stream onto 50 kwok H100 nodes over several seconds; once
-the leader has bound some of them, tessera-a is killed with SIGKILL.
+deadline, 1 s retry). tessera-a leads first. 498 pods (1 and 2 GPUs, compute
+and memory shares, six 8-pod gangs) stream onto 50 kwok H100 nodes over
+several seconds; once the leader has bound some of them, tessera-a is killed
+with SIGKILL. While nobody leads, the test leaves what a leader that died
+while binding a gang leaves: 3 of its 8 members bound with assignments.
 
 Checks, read back from the API server: the standby neither leads nor binds
-before; the Lease moves to tessera-b; tessera-b binds the rest; a watch opened
+before; the Lease moves to tessera-b; tessera-b binds the rest, completing the
+partly bound gang; gangs are bound whole; a watch opened
 before the first pod sees every pod bound exactly once and never moved; every
 assignment matches its node's inventory and no GPU is over-committed (the new
 leader rebuilt the GPUs in use from the bound pods' assignments); nothing is
@@ -24,6 +27,7 @@ new leader's first binding).
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import sys
@@ -60,13 +64,44 @@ podEvents: true
 """
 
 
+def gang(name: str, gpus: int = 1) -> list[dict]:
+    return [k8slib.gpu_pod(f"{name}-{k}", NS, gpus=gpus, gang=name, min_member=8)
+            for k in range(8)]
+
+
 def build_pods(rng: random.Random) -> list[dict]:
-    pods = [k8slib.gpu_pod(f"g1-{i}", NS, gpus=1) for i in range(180)]
-    pods += [k8slib.gpu_pod(f"g2-{i}", NS, gpus=2) for i in range(40)]
-    pods += [k8slib.gpu_pod(f"cmp-{i}", NS, gpus=None, gpu_compute=25) for i in range(130)]
-    pods += [k8slib.gpu_pod(f"mem-{i}", NS, gpus=None, gpu_memory="10Gi") for i in range(130)]
-    rng.shuffle(pods)
-    return pods
+    """The stream: single pods in random order, each gang's 8 members one after another."""
+    units = [[k8slib.gpu_pod(f"g1-{i}", NS, gpus=1)] for i in range(150)]
+    units += [[k8slib.gpu_pod(f"g2-{i}", NS, gpus=2)] for i in range(40)]
+    units += [[k8slib.gpu_pod(f"cmp-{i}", NS, gpus=None, gpu_compute=25)] for i in range(130)]
+    units += [[k8slib.gpu_pod(f"mem-{i}", NS, gpus=None, gpu_memory="10Gi")] for i in range(130)]
+    units += [gang(f"gang-{g}") for g in range(6)]
+    rng.shuffle(units)
+    return [p for u in units for p in u]
+
+
+def bind_part_of_a_gang(api: k8slib.Client, count: int) -> tuple[str, list[int]]:
+    """What a leader that dies while binding a gang leaves behind: creates the 8 members of gang
+    "split" and binds `count` of them, with their assignments, onto idle GPUs of one node."""
+    items, _ = api.list_all(f"/api/v1/namespaces/{NS}/pods")
+    node_list, _ = api.list_all("/api/v1/nodes", selector="type=kwok")
+    nodes = {n["metadata"]["name"]: n for n in node_list}
+    usage, _ = sc.gpu_usage(items, nodes)
+    node = next(n for n in sorted(nodes)
+                if sum(1 for g in range(8) if (n, g) not in usage) >= count)
+    gpus = [g for g in range(8) if (node, g) not in usage][:count]
+    members = gang("split")
+    k8slib.create_pods(api, members, threads=1)
+    for pod, g in zip(members, gpus):
+        name = pod["metadata"]["name"]
+        assignment = {"node": node, "kind": "exclusive", "gpus": [g],
+                      "uuids": [k8slib.gpu_uuid(node, g)]}
+        api.must("POST", f"/api/v1/namespaces/{NS}/pods/{name}/binding", {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": NS,
+                         "annotations": {k8slib.ASSIGNMENT: json.dumps(assignment)}},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+    return node, gpus
 
 
 def scrape(port: int) -> dict[str, float | None]:
@@ -133,7 +168,7 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random,
     created = {"n": 0, "done": None}
 
     def stream():
-        for i in range(0, total, 20):
+        for i in range(0, len(pods), 20):
             batch = pods[i:i + 20]
             k8slib.create_pods(api, batch, threads=4)
             created["n"] += len(batch)
@@ -155,6 +190,10 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random,
            f"stream; tessera-b {standby}")
     checks("SIGKILL comes while pods still wait", bound_at_kill < total,
            f"{bound_at_kill}/{total} bound")
+    # While nobody leads: a gang the dead leader had bound 3 of 8 members of.
+    time.sleep(0.3)
+    split_node, split_gpus = bind_part_of_a_gang(api, 3)
+    total += 8
 
     # Watch the handover: the Lease's holder, and tessera-b's first binding.
     t_lease = t_first = None
@@ -204,6 +243,21 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random,
            f"{len(bound)} bound of {len(items)}; twice {twice[:5]}, not seen once {unseen[:5]}")
     checks("no pod ever changed node", not changes, "; ".join(changes[:5]))
     checks("no pod was deleted", not deleted, f"{len(deleted)} deleted")
+    by_gang: dict[str, list[dict]] = {}
+    for p in items:
+        g = p["metadata"].get("annotations", {}).get("tessera.io/gang")
+        if g:
+            by_gang.setdefault(g, []).append(p)
+    gang_bound = {g: sum(1 for p in ps if p["spec"].get("nodeName")) for g, ps in by_gang.items()}
+    checks("every gang is bound whole", len(gang_bound) == 7
+           and all(n == 8 for n in gang_bound.values()),
+           ", ".join(f"{g} {n}/8" for g, n in sorted(gang_bound.items())))
+    split_kept = all(p["spec"].get("nodeName") == split_node
+                     for p in by_gang.get("split", []) if p["metadata"]["name"] in
+                     {f"split-{k}" for k in range(3)})
+    checks("the new leader completes the gang the old one had partly bound", split_kept
+           and gang_bound.get("split") == 8,
+           f"3 members bound beforehand on {split_node} GPUs {split_gpus}")
 
     node_list, _ = api.list_all("/api/v1/nodes", selector="type=kwok")
     nodes = {n["metadata"]["name"]: n for n in node_list}
@@ -219,10 +273,10 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random,
 
     after_b = scrape(port_b)
     b_binds = after_b.get("tessera_bindings_total")
-    checks("tessera-b bound exactly the pods tessera-a had not",
+    checks("tessera-b bound exactly the pods bound neither by tessera-a nor beforehand",
            b_binds is not None and b_binds == total - bound_before_takeover
            and after_b.get("tessera_binding_errors_total") == 0.0,
-           f"tessera-a {bound_before_takeover}, tessera-b {b_binds}, "
+           f"before the takeover {bound_before_takeover}, tessera-b {b_binds}, "
            f"binding errors {after_b.get('tessera_binding_errors_total')}")
     checks("tessera-b leads and runs; tessera-a is gone",
            b.alive() and after_b.get("tessera_leader") == 1.0 and not a_alive(procs),
