@@ -265,6 +265,11 @@ def run_scheduler(api: kl.Client, check: kl.Checks) -> None:
         check("scheduler log has no 403 Forbidden", not bad and "Forbidden" not in log,
               " | ".join(bad[:3]))
         check("scheduler exits cleanly on SIGTERM", rc == 0, f"exit {rc}")
+        status, lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/"
+                                f"{lease_cfg['namespace']}/leases/{lease_cfg['name']}")
+        holder = lease.get("spec", {}).get("holderIdentity") if status == 200 else "?"
+        check("the Lease is released on stop", status == 200 and not holder,
+              f"holderIdentity {holder!r}")
         if check.failed:
             print(sched.tail(40), flush=True)
 
