@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 
 #include "kube/client.h"
 #include "policies/builtin.h"
@@ -350,6 +351,7 @@ void SchedulerCore::ForgetPod(const std::string& key) {
   if (it == pods_.end()) return;
   PodEntry& p = *it->second;
   unadopted_.erase(key);
+  eviction_retry_.erase(key);
   for (auto& [n, set] : terminating_) set.erase(key);
   last_notice_.erase(key);
   if (p.job != 0) {
@@ -541,6 +543,24 @@ CycleOutput SchedulerCore::Cycle(double now) {
       ++it;
     }
   }
+  // Pods whose eviction was refused become preemption victims again once their wait is over.
+  for (auto& [key, retry] : eviction_retry_) {
+    if (retry.at < 0 || retry.at > now) continue;
+    retry.at = -1;  // the refusal count stays for the next wait
+    auto pt = pods_.find(key);
+    if (pt == pods_.end()) continue;
+    PodEntry& p = *pt->second;
+    auto jt = jobs_.find(p.job);
+    if (!p.bound || !p.adopted || jt == jobs_.end() || jt->second->pods.size() != 1 ||
+        admission_->state(p.job) != JobState::kRunning)
+      continue;
+    // Adopted again, preemptible, on the same GPUs (released and taken back at once).
+    if (!admission_->Finish(state_, p.job).ok()) continue;
+    jobs_.erase(jt);
+    p.job = 0;
+    p.index = -1;
+    if (!AdoptBound(p).ok()) unadopted_.insert(key);
+  }
   SubmitPending(now);
   if (masks_stale_) {
     // Jobs submitted before a node change keep the mask of that time otherwise: a node that
@@ -685,10 +705,19 @@ void SchedulerCore::EvictionFailed(const EvictAction& e, const Status& why) {
                                 "victim " + key + " could not be evicted: " + why.message());
   Status st = AdoptBound(p, /*preemptible=*/false);
   if (!st.ok()) unadopted_.insert(key);
-  deferred_notices_.push_back(
-      {p.req.ns, p.req.name, p.req.uid, "EvictionBlocked",
-       "eviction refused (" + why.message() +
-           "); the pod keeps running and is no longer a preemption victim"});
+  EvictionRetry& retry = eviction_retry_[key];
+  const double wait = std::min(
+      kEvictionRetryMaxSeconds,
+      kEvictionRetrySeconds * static_cast<double>(int64_t{1} << std::min(retry.refusals, 10)));
+  ++retry.refusals;
+  retry.at = last_now_ + wait;
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.0f", wait);
+  deferred_notices_.push_back({p.req.ns, p.req.name, p.req.uid, "EvictionBlocked",
+                               "eviction refused (" + why.message() +
+                                   "); the pod keeps running and is not a preemption victim "
+                                   "for the next " +
+                                   secs + " s"});
 }
 
 void SchedulerCore::BindFailed(const BindAction& b, const Status& why) {

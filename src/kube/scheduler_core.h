@@ -93,9 +93,14 @@ class SchedulerCore {
   // pod's job is requeued whole; pods of it already bound are left to the informer.
   void BindFailed(const BindAction& b, const Status& why);
   // The API server refused an eviction (429: a PodDisruptionBudget blocks it, or another
-  // error): the victim keeps running, so it is accounted again at its node, never chosen as a
-  // victim again, and every preemptor whose bind waits on its node is requeued.
+  // error): the victim keeps running, so it is accounted again at its node, and every preemptor
+  // whose bind waits on its node is requeued. The victim is not chosen again for
+  // kEvictionRetrySeconds, doubled with every refusal of the same pod up to
+  // kEvictionRetryMaxSeconds: the budget may allow it later (e.g. once replacements run
+  // elsewhere), and a waiting preemptor must then get its chance.
   void EvictionFailed(const EvictAction& e, const Status& why);
+  static constexpr double kEvictionRetrySeconds = 30;
+  static constexpr double kEvictionRetryMaxSeconds = 600;
 
   const ClusterState& cluster() const { return state_; }
   const Admission& admission() const { return *admission_; }
@@ -149,6 +154,13 @@ class SchedulerCore {
   // A node was added, removed, or changed what decides which pods may use it (readiness,
   // cordon, taints, labels): pending jobs get their allowed nodes recomputed next cycle.
   bool masks_stale_ = false;
+  // Pods whose eviction the API server refused: when they may be victims again (< 0: already
+  // are) and how many refusals so far.
+  struct EvictionRetry {
+    double at = -1;
+    int refusals = 0;
+  };
+  std::map<std::string, EvictionRetry> eviction_retry_;
 };
 
 }  // namespace tessera::kube

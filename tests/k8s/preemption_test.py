@@ -11,17 +11,21 @@ Three kwok nodes with 4 GPUs each are filled with low-priority pods of queue
 `team` (withinQueue: LowerPriority): a ReplicaSet `guarded` of 8 pods covered
 by a PDB with minAvailable 6 (2 disruptions allowed) and 4 bare pods `free-*`.
 Then 8 high-priority pods of the same queue arrive. Only 6 GPUs can be freed
-without breaking the budget, so the expected end state is: the 4 free pods and
-exactly 2 guarded pods evicted, 6 preemptors bound, 2 preemptors pending with
-a reason, the 6 other guarded pods still running; every eviction the budget
-forbids is answered 429 by the API server and reported by Tessera as
-EvictionBlocked, never retried in a loop. A pod watch checks after every event
-that no GPU is ever held by two existing pods (a terminating victim still
-holds its GPUs).
+without breaking the budget, so Tessera must evict the 4 free pods and exactly
+2 guarded pods, bind 6 preemptors and leave 2 pending with a reason, the 6
+other guarded pods running; every eviction the budget forbids is answered 429
+by the API server and reported by Tessera as EvictionBlocked, not retried in
+a loop. Then a node that only the guarded pods tolerate joins, their
+replacements run there and the budget allows 2 disruptions again: after the
+refused victims' wait (30 s) Tessera evicts 2 more and all 8 preemptors run.
+A pod watch checks after every event that no GPU is ever held by two existing
+pods (a terminating victim still holds its GPUs) and that each preemptor was
+bound only after the victim on its GPU was gone.
 """
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from pathlib import Path
@@ -40,6 +44,8 @@ MIN_AVAILABLE = 6
 FREE = 4
 HIGH = 8
 LOW_PC, HIGH_PC = "e2e-low", "e2e-high"
+RESERVED_NODE = "pre-gpu-reserved"
+RESERVED_TAINT = "e2e.tessera.io/reserved"
 
 CONFIG = f"""\
 schedulerName: tessera
@@ -64,6 +70,8 @@ def priority_class(name: str, value: int) -> dict:
 def replica_set() -> dict:
     pod = k8slib.gpu_pod("unused", NS, gpus=1, queue=QUEUE, priority_class=LOW_PC,
                          labels={"app": "guarded"})
+    pod["spec"]["tolerations"] = [{"key": RESERVED_TAINT, "operator": "Equal",
+                                   "value": "guarded", "effect": "NoSchedule"}]
     return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": "guarded", "namespace": NS},
             "spec": {"replicas": GUARDED, "selector": {"matchLabels": {"app": "guarded"}},
@@ -178,22 +186,25 @@ def run(check, api, sched, port, watch, t0) -> int:
           f"{secs:.1f}s after they were created" if secs is not None else
           f"{sum(running(p) for p in pods('app=high'))} running")
 
-    # Let it settle: nothing more may happen once every victim the budget allows is gone.
+    # Let it settle: nothing more may happen once every victim the budget allows is gone
+    # (a refused victim is not tried again for 30 s).
     def event_list():
         out = api.must("GET", f"/apis/events.k8s.io/v1/namespaces/{NS}/events?limit=1000")
         return [e for e in out.get("items", [])
                 if e.get("reportingController") == "tessera.io/scheduler"]
-    time.sleep(8)
+    time.sleep(3)
     ev_before = len(event_list())
-    time.sleep(10)
+    time.sleep(8)
     events = event_list()
-    check("no further Events in a 10 s window once settled (no eviction loop)",
+    check("no further Events in an 8 s window once settled (no eviction loop)",
           len(events) == ev_before, f"{ev_before} -> {len(events)}")
 
-    final = pods()
-    by_app: dict[str, list[dict]] = {}
-    for p in final:
-        by_app.setdefault(p["metadata"]["labels"].get("app", ""), []).append(p)
+    def split(ps: list[dict]) -> dict[str, list[dict]]:
+        by_app: dict[str, list[dict]] = {}
+        for p in ps:
+            by_app.setdefault(p["metadata"]["labels"].get("app", ""), []).append(p)
+        return by_app
+    by_app = split(pods())
     high = by_app.get("high", [])
     high_running = [p for p in high if running(p)]
     high_pending = [p for p in high if not p["spec"].get("nodeName")]
@@ -226,21 +237,11 @@ def run(check, api, sched, port, watch, t0) -> int:
           and all(not p["spec"].get("nodeName") for p in recreated),
           f"{len(recreated)} replacements, bound: "
           f"{[p['metadata']['name'] for p in recreated if p['spec'].get('nodeName')]}")
-    b = api.must("GET", pdb_path)
-    bst = b.get("status", {})
+    bst = api.must("GET", pdb_path).get("status", {})
     check("PDB afterwards: no disruptions allowed, currentHealthy >= minAvailable",
           bst.get("disruptionsAllowed") == 0 and bst.get("currentHealthy", 0) >= MIN_AVAILABLE,
           f"currentHealthy {bst.get('currentHealthy')}, disruptionsAllowed "
           f"{bst.get('disruptionsAllowed')}")
-
-    # Events explain what happened.
-    def reasons_for(name: str) -> list[str]:
-        return [e.get("reason") for e in events if e.get("regarding", {}).get("name") == name]
-    victims = sorted(free_before) + evicted_guarded
-    missing = [v for v in victims if "Preempted" not in reasons_for(v)]
-    check("every evicted pod has a Preempted Event", not missing,
-          f"missing for {missing}" if missing else
-          next((e.get("note", "") for e in events if e.get("reason") == "Preempted"), "")[:200])
     blocked = [e for e in events if e.get("reason") == "EvictionBlocked"]
     blocked_names = sorted({e["regarding"]["name"] for e in blocked})
     check("the API server's 429 refusals are reported as EvictionBlocked on guarded pods",
@@ -248,14 +249,68 @@ def run(check, api, sched, port, watch, t0) -> int:
           and all("disruption budget" in e.get("note", "") for e in blocked),
           f"{len(blocked)} events on {blocked_names}: "
           f"{(blocked[0].get('note', '') if blocked else '')[:240]}")
-    check("a refused victim is tried at most once",
-          all(sum(1 for e in blocked if e["regarding"]["name"] == n) == 1 for n in blocked_names),
-          "")
-    check("no pod that keeps running got a Preempted Event",
-          not [p["metadata"]["name"] for p in originals
-               if "Preempted" in reasons_for(p["metadata"]["name"])],
-          ", ".join(p["metadata"]["name"] for p in originals
-                    if "Preempted" in reasons_for(p["metadata"]["name"])))
+    check("so far each refused victim was tried once",
+          all(sum(1 for e in blocked if e["regarding"]["name"] == n) == 1 for n in blocked_names))
+
+    # Phase 2: the replacements find room on a node reserved for them (a taint only they
+    # tolerate), so the budget allows disruptions again; the refused victims are tried again
+    # after their wait and the last preemptors run.
+    res = k8slib.kwok_gpu_node(RESERVED_NODE, gpus=allowed)
+    res["spec"] = {"taints": [{"key": RESERVED_TAINT, "value": "guarded", "effect": "NoSchedule"}]}
+    api.must("POST", "/api/v1/nodes", res)
+
+    def all_high():
+        hs = pods("app=high")
+        return hs if sum(running(p) for p in hs) == HIGH else None
+    _, secs = k8slib.wait_until(all_high, 150, 1.0)
+    check(f"once the budget allows it again, all {HIGH} preemptors run",
+          secs is not None, f"{secs:.1f}s after the reserved node was added" if secs is not None
+          else f"{sum(running(p) for p in pods('app=high'))} running")
+    time.sleep(2)
+    by_app = split(pods())
+    high_running = [p for p in by_app.get("high", []) if running(p)]
+    guarded_now = by_app.get("guarded", [])
+    originals = [p for p in guarded_now if p["metadata"]["uid"] in guarded_before]
+    on_res = [p for p in guarded_now if p["spec"].get("nodeName") == RESERVED_NODE]
+    check(f"{allowed} replacements run on the reserved node, untouched by the preemptors",
+          len(on_res) == allowed and all(running(p) for p in on_res)
+          and all(p["metadata"]["uid"] not in guarded_before for p in on_res),
+          f"{[p['metadata']['name'] for p in on_res]}")
+    check(f"{MIN_AVAILABLE - allowed} original guarded pods left, all running",
+          len(originals) == MIN_AVAILABLE - allowed and all(running(p) for p in originals),
+          f"{len(originals)} left")
+    bst = api.must("GET", pdb_path).get("status", {})
+    check("PDB at the end: currentHealthy == minAvailable, no disruptions allowed",
+          bst.get("currentHealthy") == MIN_AVAILABLE and bst.get("disruptionsAllowed") == 0,
+          f"currentHealthy {bst.get('currentHealthy')}, disruptionsAllowed "
+          f"{bst.get('disruptionsAllowed')}")
+
+    # Events explain what happened.
+    events = event_list()
+
+    def reasons_for(name: str) -> list[str]:
+        return [e.get("reason") for e in events if e.get("regarding", {}).get("name") == name]
+    gone = sorted(n for u, n in guarded_before.items()
+                  if u not in {p["metadata"]["uid"] for p in guarded_now})
+    victims = sorted(free_before) + gone
+    missing = [v for v in victims if "Preempted" not in reasons_for(v)]
+    check("every evicted pod has a Preempted Event", not missing,
+          f"missing for {missing}" if missing else
+          next((e.get("note", "") for e in events if e.get("reason") == "Preempted"), "")[:200])
+    keep = [p["metadata"]["name"] for p in guarded_now if "Preempted" in
+            reasons_for(p["metadata"]["name"])]
+    check("no pod that keeps running got a Preempted Event", not keep, ", ".join(keep))
+    times: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("reason") == "EvictionBlocked" and e.get("eventTime"):
+            t = datetime.datetime.strptime(e["eventTime"][:26].rstrip("Z"),
+                                           "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+            times.setdefault(e["regarding"]["name"], []).append(t)
+    gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+    check("a refused victim is tried again only after its wait (>= 30 s), never in a loop",
+          all(g >= 29 for g in gaps),
+          f"{sum(len(t) for t in times.values())} refusals of {len(times)} pods, "
+          f"gaps {sorted(round(g, 1) for g in gaps)}")
 
     # Ordering and over-commit, from the pod watch.
     check("no GPU held by two existing pods at any event (terminating victims included)",

@@ -1,6 +1,7 @@
 // What a relist after 410 Gone must report when objects were deleted and created again under the
-// same name while the watch was down, and which Events preemption writes: behaviour the real API
-// server exposed (tests/k8s/watch_expiry_test.py, tests/k8s/preemption_test.py).
+// same name while the watch was down, which Events preemption writes, and how a refused eviction
+// is retried: behaviour the real API server exposed (tests/k8s/watch_expiry_test.py,
+// tests/k8s/preemption_test.py).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,6 +86,8 @@ TEST(InformerRelistTest, AnObjectCreatedAgainUnderItsNameIsADeleteAndAnAddDelete
   // While the watch delivers nothing, ml/a is deleted and created again (a new uid), ml/b goes
   // and ml/c comes; then the history is compacted away, so only a relist can find out.
   fake.SetEventDelay(60000);
+  // A watch step that read the faults just before (it waits up to 100 ms) must be over.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(fake.Delete(pods + "/a").ok());
   auto a2 = fake.Create(pods, Pod("ml", "a"));
   ASSERT_TRUE(a2.ok());
@@ -181,6 +184,50 @@ TEST(PreemptionEventsTest, NoPreemptedNoticeBeforeTheApiServerAcceptsTheEviction
     blocked |= n.name == "low" && n.reason == "EvictionBlocked";
   }
   EXPECT_TRUE(blocked);
+}
+
+TEST(PreemptionEventsTest, ARefusedVictimIsTriedAgainAfterABackoffThatDoubles) {
+  SchedulerConfig cfg;
+  cfg.gang_settle_s = 0;
+  auto core = SchedulerCore::Create(cfg);
+  ASSERT_TRUE(core.ok());
+  SchedulerCore& c = **core;
+  c.UpsertNode(NodeJson("a", 2));
+  c.UpsertPod(PodJson("low", "u-low", 2, 0));
+  const auto first = c.Cycle(1);
+  ASSERT_EQ(first.binds.size(), 1u);
+  c.UpsertPod(
+      PodJson("low", "u-low", 2, 0, "a", first.binds[0].annotations.at(kAnnotationAssignment)));
+  c.UpsertPod(PodJson("high", "u-high", 2, 10));
+  auto out = c.Cycle(2);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  c.EvictionFailed(out.evictions[0], Status(StatusCode::kResourceExhausted, "HTTP 429"));
+  const double wait = SchedulerCore::kEvictionRetrySeconds;
+  for (double t = 3; t < 2 + wait; t += 1) {
+    out = c.Cycle(t);
+    EXPECT_TRUE(out.evictions.empty()) << t;
+    EXPECT_TRUE(out.binds.empty()) << t;
+  }
+  EXPECT_TRUE(c.cluster().CheckInvariants().ok());
+  // The budget may allow it now: the preemptor evicts the same victim once more.
+  out = c.Cycle(2 + wait + 1);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  EXPECT_EQ(out.evictions[0].name, "low");
+  EXPECT_TRUE(c.cluster().CheckInvariants().ok());
+  // Refused again: the next attempt waits twice as long.
+  c.EvictionFailed(out.evictions[0], Status(StatusCode::kResourceExhausted, "HTTP 429"));
+  const double refused = 2 + wait + 1;
+  for (double t = refused + 1; t < refused + 2 * wait; t += 5)
+    EXPECT_TRUE(c.Cycle(t).evictions.empty()) << t;
+  EXPECT_EQ(c.cluster().free(0).gpu_total, 0);  // the victim holds its GPUs meanwhile
+  out = c.Cycle(refused + 2 * wait + 1);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  // This time the API server accepts: once the victim is gone, the preemptor binds.
+  c.DeletePod(PodJson("low", "u-low", 2, 0, "a"));
+  out = c.Cycle(refused + 2 * wait + 2);
+  ASSERT_EQ(out.binds.size(), 1u);
+  EXPECT_EQ(out.binds[0].name, "high");
+  EXPECT_TRUE(c.cluster().CheckInvariants().ok());
 }
 
 }  // namespace
