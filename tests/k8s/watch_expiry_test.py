@@ -89,8 +89,7 @@ class Relay:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while True:
                 data = src.recv(65536)
@@ -104,6 +103,8 @@ class Relay:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        with self.lock:  # ended by itself: no longer open
+            self.conns = [c for c in self.conns if src not in c]
 
     def cut(self) -> int:
         with self.lock:
@@ -135,6 +136,19 @@ def etcd_revision() -> int:
     out = etcd("/v3/kv/range", {"key": base64.b64encode(b"/registry/").decode(),
                                 "limit": "1", "keys_only": True})
     return int(out["header"]["revision"])
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of the process is stopped (state T), so none can notice a cut connection
+    and reconnect before the changes are made."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        states.append(stat[stat.rindex(")") + 2])
+    return bool(states) and all(s == "T" for s in states)
 
 
 def pool_pod(name: str, pool: str, gpus: int = 1) -> dict:
@@ -210,9 +224,11 @@ def run(check, api, sched, port, relay, watch, t0) -> int:
 
     # Phase 2: the scheduler stops and loses its connections.
     os.kill(sched.pid, signal.SIGSTOP)
+    _, secs = k8slib.wait_until(lambda: all_threads_stopped(sched.pid), 10, 0.05)
+    check("the scheduler is stopped (every thread in state T)", secs is not None)
     cut = relay.cut()
-    check("the scheduler's connections are cut while it is stopped", cut >= 2,
-          f"{cut} connections (watches of pods and nodes among them)")
+    check("the scheduler's open connections are cut while it is stopped", cut >= 2,
+          f"{cut} connections (the watches of pods and nodes among them)")
     rev_stop = etcd_revision()
     by_node: dict[str, list[str]] = {}
     for name, p in sorted(ps.items()):
