@@ -99,6 +99,17 @@ def scheduled_condition(p: dict) -> dict | None:
     return None
 
 
+def refusal_gaps(events: list[dict]) -> list[float]:
+    """Seconds between consecutive EvictionBlocked Events of the same pod."""
+    times: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("reason") == "EvictionBlocked" and e.get("eventTime"):
+            t = datetime.datetime.strptime(e["eventTime"][:26].rstrip("Z"),
+                                           "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+            times.setdefault(e["regarding"]["name"], []).append(t)
+    return [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+
+
 def main() -> int:
     check = k8slib.Checks()
     api = k8slib.Client.from_env()
@@ -193,11 +204,17 @@ def run(check, api, sched, port, watch, t0) -> int:
         return [e for e in out.get("items", [])
                 if e.get("reportingController") == "tessera.io/scheduler"]
     time.sleep(3)
-    ev_before = len(event_list())
+    seen = {e["metadata"]["name"] for e in event_list()}
     time.sleep(8)
     events = event_list()
+    # Only a refused victim's retry after its wait may show up (on a slow machine the wait
+    # can end in this window).
+    retry_gaps = refusal_gaps(events)
+    churn = [f"{e.get('reason')} {e['regarding']['name']}" for e in events
+             if e["metadata"]["name"] not in seen
+             and not (e.get("reason") == "EvictionBlocked" and all(g >= 29 for g in retry_gaps))]
     check("no further Events in an 8 s window once settled (no eviction loop)",
-          len(events) == ev_before, f"{ev_before} -> {len(events)}")
+          not churn, f"{len(seen)} -> {len(events)} events; new: {churn[:6]}")
 
     def split(ps: list[dict]) -> dict[str, list[dict]]:
         by_app: dict[str, list[dict]] = {}
@@ -249,8 +266,6 @@ def run(check, api, sched, port, watch, t0) -> int:
           and all("disruption budget" in e.get("note", "") for e in blocked),
           f"{len(blocked)} events on {blocked_names}: "
           f"{(blocked[0].get('note', '') if blocked else '')[:240]}")
-    check("so far each refused victim was tried once",
-          all(sum(1 for e in blocked if e["regarding"]["name"] == n) == 1 for n in blocked_names))
 
     # Phase 2: the replacements find room on a node reserved for them (a taint only they
     # tolerate), so the budget allows disruptions again; the refused victims are tried again
@@ -300,17 +315,12 @@ def run(check, api, sched, port, watch, t0) -> int:
     keep = [p["metadata"]["name"] for p in guarded_now if "Preempted" in
             reasons_for(p["metadata"]["name"])]
     check("no pod that keeps running got a Preempted Event", not keep, ", ".join(keep))
-    times: dict[str, list[float]] = {}
-    for e in events:
-        if e.get("reason") == "EvictionBlocked" and e.get("eventTime"):
-            t = datetime.datetime.strptime(e["eventTime"][:26].rstrip("Z"),
-                                           "%Y-%m-%dT%H:%M:%S.%f").timestamp()
-            times.setdefault(e["regarding"]["name"], []).append(t)
-    gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:])]
+    gaps = refusal_gaps(events)
+    refusals = sum(1 for e in events if e.get("reason") == "EvictionBlocked")
     check("a refused victim is tried again only after its wait (>= 30 s), never in a loop",
           all(g >= 29 for g in gaps),
-          f"{sum(len(t) for t in times.values())} refusals of {len(times)} pods, "
-          f"gaps {sorted(round(g, 1) for g in gaps)}")
+          f"{refusals} refusals, gaps between refusals of one pod "
+          f"{sorted(round(g, 1) for g in gaps)}")
 
     # Ordering and over-commit, from the pod watch.
     check("no GPU held by two existing pods at any event (terminating victims included)",
