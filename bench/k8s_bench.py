@@ -97,6 +97,8 @@ def outer(args, argv: list[str]) -> int:
     grace = max(120, args.lease_seconds // 2)
     cmd = [sys.executable, str(REPO / "tests" / "k8s" / "controlplane.py"), "--bin", bin_dir,
            "--no-kube-scheduler", f"--kwok-arg=--config={kwok_cfg}",
+           # After controlplane.py's own lease flag, so this one wins.
+           f"--kwok-arg=--node-lease-duration-seconds={args.lease_seconds}",
            f"--kube-controller-manager-arg=--node-monitor-grace-period={grace}s",
            # Its default client limit (20 QPS) takes minutes to untaint thousands of new nodes.
            "--kube-controller-manager-arg=--kube-api-qps=200",

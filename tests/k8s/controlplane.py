@@ -368,6 +368,10 @@ class ControlPlane:
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}={FAKE_NODE_VALUE}",
             f"--cidr={POD_CIDR}",
+            # kwok renews a Lease per node only when this is set (the default 0 means none);
+            # without it the node lifecycle controller marks every fake node NotReady after
+            # its grace period, in the middle of a long test.
+            "--node-lease-duration-seconds=40",
             f"--server-address=127.0.0.1:{kwok_port}",
         ])
 
