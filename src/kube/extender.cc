@@ -830,10 +830,17 @@ Json Extender::PreemptLocked(const Json& args) {
     if (pod && pod->wants_gpu()) {
       std::set<std::string> exclude(uids.begin(), uids.end());
       NodeFit f = s.Fit(*pod, node, exclude);
-      if (!f.fits && !f.unresolvable) {
+      // Extra victims are taken only where kube-scheduler cannot see the usage (GPU shares,
+      // whose resources it ignores), and never while a pod on the node is terminating: then
+      // capacity is already being freed, and this view may lag kube-scheduler's (a victim it
+      // saw deleted may still be listed here), so adding victims would evict twice for one pod.
+      bool draining = false;
+      for (const PodRequest* bp : s.BoundTo(node, {}))
+        if (bp->deleting) draining = true;
+      if (!f.fits && !f.unresolvable && !draining) {
         std::vector<const PodRequest*> extra;
         for (const PodRequest* bp : s.BoundTo(node, exclude))
-          if (bp->priority < pod->priority) extra.push_back(bp);
+          if (bp->priority < pod->priority && bp->gpu.is_share()) extra.push_back(bp);
         std::sort(extra.begin(), extra.end(), [](const PodRequest* a, const PodRequest* b) {
           if (a->priority != b->priority) return a->priority < b->priority;
           return a->creation_timestamp > b->creation_timestamp;

@@ -341,7 +341,7 @@ TEST_F(ExtenderTest, CountsMigWithoutInventory) {
             "node offers no 3g.40gb MIG instances");
 }
 
-TEST_F(ExtenderTest, PreemptKeepsHelpfulNodesAndAddsVictims) {
+TEST_F(ExtenderTest, PreemptKeepsHelpfulNodesAndDropsOthers) {
   // gpu-b's two 3g.40gb instances are held by priority-0 pods; a priority-100 pod needs one.
   const Json pod = PodJson("urgent", "uid-u", R"({"nvidia.com/mig-3g.40gb": "1"})"_json, 100);
   // kube-scheduler proposes a victim on gpu-b that holds a slice, and on gpu-c one that holds
@@ -358,15 +358,13 @@ TEST_F(ExtenderTest, PreemptKeepsHelpfulNodesAndAddsVictims) {
   EXPECT_EQ(v["gpu-b"]["Pods"], Json::parse(R"([{"UID": "uid-old-0"}])"));
   EXPECT_EQ(v["gpu-b"]["NumPDBViolations"], 0);
 
-  // Victims that free nothing on the GPU: the extender adds lower-priority GPU pods.
-  Json pod_victim = PodJson("cpu-job", "uid-cpu", Json::object(), 0, "gpu-b");
+  // Victims that free nothing on the GPU: the MIG pods there are counted by kube-scheduler
+  // itself, so its choice stands on its own view and the extender adds none of them; the node
+  // is dropped.
   args["NodeNameToMetaVictims"] = {
       {"gpu-b", {{"Pods", {{{"UID", "uid-cpu"}}}}, {"NumPDBViolations", 0}}}};
   res = ext_.Preempt(args);
-  const Json& pods = res["NodeNameToMetaVictims"]["gpu-b"]["Pods"];
-  ASSERT_EQ(pods.size(), 2u) << res;
-  EXPECT_EQ(pods[0]["UID"], "uid-cpu");
-  EXPECT_TRUE(pods[1]["UID"] == "uid-old-0" || pods[1]["UID"] == "uid-old-4");
+  EXPECT_TRUE(res["NodeNameToMetaVictims"].empty()) << res;
 
   // Full-victims form (nodeCacheCapable: false) is answered in meta form too.
   Json full = {
@@ -385,6 +383,51 @@ TEST_F(ExtenderTest, PreemptKeepsHelpfulNodesAndAddsVictims) {
   const Json peer = PodJson("peer", "uid-p", R"({"nvidia.com/mig-3g.40gb": "1"})"_json, 0);
   args["Pod"] = peer;
   EXPECT_TRUE(ext_.Preempt(args)["NodeNameToMetaVictims"].empty());
+}
+
+TEST_F(ExtenderTest, PreemptAddsSharesKubeSchedulerCannotSeeButWaitsForTerminatingPods) {
+  // gpu-c has 4 T4s. Three hold priority-0 whole-GPU pods; a priority-0 share holds the fourth,
+  // which kube-scheduler does not count (it ignores share resources).
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_TRUE(ext_.UpsertPod(PodJson("whole-" + n, "uid-w" + n, R"({"nvidia.com/gpu": "1"})"_json,
+                                       0, "gpu-c"))
+                    .ok());
+  }
+  ASSERT_TRUE(ext_.UpsertPod(PodJson("share", "uid-sh", R"({"tessera.io/gpu-memory": "4Gi"})"_json,
+                                     0, "gpu-c"))
+                  .ok());
+  const Json urgent = PodJson("urgent", "uid-u1", R"({"nvidia.com/gpu": "2"})"_json, 100);
+  // kube-scheduler counts one GPU free, so it names one whole-GPU victim: not enough here.
+  Json args = {{"Pod", urgent},
+               {"NodeNameToVictims", nullptr},
+               {"NodeNameToMetaVictims",
+                {{"gpu-c", {{"Pods", {{{"UID", "uid-w0"}}}}, {"NumPDBViolations", 0}}}}}};
+  Json res = ext_.Preempt(args);
+  EXPECT_EQ(res["NodeNameToMetaVictims"]["gpu-c"]["Pods"],
+            Json::parse(R"([{"UID": "uid-w0"}, {"UID": "uid-sh"}])"))
+      << res;
+
+  // Without the share, nothing kube-scheduler cannot see is in the way: its single victim does
+  // not free two GPUs, and the extender adds none of the whole-GPU pods it counts itself.
+  ext_.RemovePod("uid-sh");
+  ASSERT_TRUE(
+      ext_.UpsertPod(PodJson("share2", "uid-sh2", R"({"nvidia.com/gpu": "1"})"_json, 0, "gpu-c"))
+          .ok());
+  res = ext_.Preempt(args);
+  EXPECT_TRUE(res["NodeNameToMetaVictims"].empty()) << res;
+
+  // While a pod on the node terminates, capacity is being freed and this view may lag
+  // kube-scheduler's: no victims are added (the pod retries once the deletion is seen).
+  ext_.RemovePod("uid-sh2");
+  ASSERT_TRUE(ext_.UpsertPod(PodJson("share", "uid-sh", R"({"tessera.io/gpu-memory": "4Gi"})"_json,
+                                     0, "gpu-c"))
+                  .ok());
+  Json leaving = PodJson("whole-1", "uid-w1", R"({"nvidia.com/gpu": "1"})"_json, 0, "gpu-c");
+  leaving["metadata"]["deletionTimestamp"] = "2026-01-02T03:05:00Z";
+  ASSERT_TRUE(ext_.UpsertPod(leaving).ok());
+  res = ext_.Preempt(args);
+  EXPECT_TRUE(res["NodeNameToMetaVictims"].empty()) << res;
 }
 
 TEST_F(ExtenderTest, PodLifecycleFromInformers) {
