@@ -266,12 +266,26 @@ struct Scheduler::Impl {
 
   mutable std::mutex smu;
   RuntimeStats st;
+  std::set<std::pair<std::string, int>> logged_write_errors;  // guarded by smu
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 
   Impl(Client& c, SchedulerRuntimeConfig cfg) : client(c), config(std::move(cfg)) {}
 
   double Now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // A pod condition or Event the API server refused: counted, and logged once per kind and
+  // HTTP status (a missing permission would otherwise only show as absent conditions).
+  void WriteFailed(const char* what, const Status& s) {
+    if (s.ok() || HttpStatusOf(s) == 404) return;
+    std::lock_guard<std::mutex> l(smu);
+    ++st.status_write_errors;
+    if (logged_write_errors.insert({what, HttpStatusOf(s)}).second)
+      std::fprintf(stderr,
+                   "tessera scheduler: writing %s failed: %s (later failures like it are only "
+                   "counted in tessera_status_write_errors_total)\n",
+                   what, s.message().c_str());
   }
 
   void Enqueue(std::function<void()> f) {
@@ -347,7 +361,8 @@ struct Scheduler::Impl {
       Enqueue([this, e = std::move(e)] {
         Status s = client.Evict(e.ns, e.name);
         if (s.ok() && config.pod_events)
-          (void)client.PodEvent(e.ns, e.name, e.uid, "Warning", "Preempted", e.reason);
+          WriteFailed("an Event",
+                      client.PodEvent(e.ns, e.name, e.uid, "Warning", "Preempted", e.reason));
         if (!s.ok() && HttpStatusOf(s) != 404) {
           std::lock_guard<std::mutex> lc(mu);
           core->EvictionFailed(e, s);
@@ -373,12 +388,14 @@ struct Scheduler::Impl {
           auto path = BuildApiPath({"api", "v1", "namespaces", n.ns, "pods", n.name, "status"});
           if (path.ok() && ValidateDns1123Label("namespace", n.ns).ok() &&
               ValidateDns1123Subdomain("pod name", n.name).ok())
-            (void)client.StrategicMergePatch(*path, patch);  // keeps other conditions
+            WriteFailed("a pod condition",
+                        client.StrategicMergePatch(*path, patch).status());  // keeps others
         }
         if (config.pod_events)
-          (void)client.PodEvent(n.ns, n.name, n.uid, "Warning",
-                                n.reason == "Unschedulable" ? "FailedScheduling" : n.reason,
-                                n.message);
+          WriteFailed("an Event",
+                      client.PodEvent(n.ns, n.name, n.uid, "Warning",
+                                      n.reason == "Unschedulable" ? "FailedScheduling" : n.reason,
+                                      n.message));
         std::lock_guard<std::mutex> l(smu);
         ++st.notices;
       });
@@ -427,6 +444,10 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       body += "# HELP tessera_binding_errors_total Bindings that failed.\n";
       body += "# TYPE tessera_binding_errors_total counter\n";
       body += "tessera_binding_errors_total " + std::to_string(st.binds_failed) + "\n";
+      body +=
+          "# HELP tessera_status_write_errors_total Pod conditions and Events the API server "
+          "refused.\n# TYPE tessera_status_write_errors_total counter\n";
+      body += "tessera_status_write_errors_total " + std::to_string(st.status_write_errors) + "\n";
       body += "# HELP tessera_bindings_total Pods bound.\n# TYPE tessera_bindings_total counter\n";
       body += "tessera_bindings_total " + std::to_string(st.binds_ok) + "\n";
       res.set_content(body, "text/plain; version=0.0.4");

@@ -52,6 +52,8 @@ Result<QueueSpec> QueueFromObject(const Json& obj);
 struct RuntimeStats {
   CoreStats core;
   int64_t binds_ok = 0, binds_failed = 0, evictions = 0, notices = 0, cycles = 0;
+  // Pod conditions and Events the API server refused (other than 404: the pod is gone).
+  int64_t status_write_errors = 0;
   double started_s = -1;     // monotonic seconds since Run() began: leading and synced
   double first_bind_s = -1;  // first successful bind
   double last_bind_s = -1;   // latest successful bind
@@ -63,8 +65,8 @@ class Scheduler {
   Scheduler(Client& client, SchedulerRuntimeConfig config);
   ~Scheduler();
 
-  // Blocks until `stop` is set (Ok), leadership is lost (Ok, after cleanup), or the initial
-  // lists fail (the error).
+  // Blocks until `stop` is set (Ok), leadership is lost (Unavailable with the reason, after
+  // cleanup), or the initial lists fail (the error).
   Status Run(std::atomic<bool>& stop);
   RuntimeStats stats() const;
 
