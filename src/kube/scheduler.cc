@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -261,6 +262,12 @@ struct Scheduler::Impl {
   std::mutex qmu;
   std::condition_variable qcv;
   std::deque<std::function<void()>> work;
+  // Binds and evictions, served before `work` (pod notices): a burst of notices, each a
+  // condition patch and an Event, must not hold placements back.
+  std::deque<std::function<void()>> urgent;
+  // The latest notice per pod ("ns/name") whose task has not run yet; newer notices replace it,
+  // so at most one per pod waits however often its reason changes.
+  std::map<std::string, PodNotice> queued_notices;
   int in_flight = 0;
   bool quit = false;
 
@@ -288,24 +295,26 @@ struct Scheduler::Impl {
                    what, s.message().c_str());
   }
 
-  void Enqueue(std::function<void()> f) {
+  void Enqueue(std::function<void()> f, bool is_urgent = false) {
     {
       std::lock_guard<std::mutex> l(qmu);
-      work.push_back(std::move(f));
+      (is_urgent ? urgent : work).push_back(std::move(f));
       ++in_flight;
     }
     qcv.notify_one();
   }
+  void EnqueueUrgent(std::function<void()> f) { Enqueue(std::move(f), true); }
 
   void Worker() {
     while (true) {
       std::function<void()> f;
       {
         std::unique_lock<std::mutex> l(qmu);
-        qcv.wait(l, [&] { return quit || !work.empty(); });
-        if (work.empty()) return;
-        f = std::move(work.front());
-        work.pop_front();
+        qcv.wait(l, [&] { return quit || !work.empty() || !urgent.empty(); });
+        auto& q = !urgent.empty() ? urgent : work;
+        if (q.empty()) return;
+        f = std::move(q.front());
+        q.pop_front();
       }
       f();
       {
@@ -331,7 +340,7 @@ struct Scheduler::Impl {
 
   void Dispatch(CycleOutput out) {
     for (auto& b : out.binds) {
-      Enqueue([this, b = std::move(b)] {
+      EnqueueUrgent([this, b = std::move(b)] {
         // Transient failures (5xx, 429, connection errors) retry the same placement, so the
         // ledger never disagrees with the API server.
         Status s;
@@ -358,7 +367,7 @@ struct Scheduler::Impl {
       });
     }
     for (auto& e : out.evictions) {
-      Enqueue([this, e = std::move(e)] {
+      EnqueueUrgent([this, e = std::move(e)] {
         Status s = client.Evict(e.ns, e.name);
         if (s.ok() && config.pod_events)
           WriteFailed("an Event",
@@ -372,8 +381,22 @@ struct Scheduler::Impl {
         ++st.evictions;
       });
     }
-    for (auto& n : out.notices) {
-      Enqueue([this, n = std::move(n)] {
+    for (auto& fresh : out.notices) {
+      const std::string key = fresh.ns + "/" + fresh.name;
+      {
+        std::lock_guard<std::mutex> l(qmu);
+        // A task for this pod is queued already: it sends the latest notice.
+        if (!queued_notices.insert_or_assign(key, std::move(fresh)).second) continue;
+      }
+      Enqueue([this, key] {
+        PodNotice n;
+        {
+          std::lock_guard<std::mutex> l(qmu);
+          auto it = queued_notices.find(key);
+          if (it == queued_notices.end()) return;
+          n = std::move(it->second);
+          queued_notices.erase(it);
+        }
         if (config.pod_conditions &&
             (n.reason == "Unschedulable" || n.reason == "InvalidRequest")) {
           Json patch = {

@@ -13,7 +13,8 @@ scheduler's configuration: team-a and team-b share the cohort "research"
 team-c, without a cohort, has a quota of 32 H100 GPUs for far more demand. The
 pods are whole-GPU pods (1, 2, 4 GPUs), memory and compute shares, 8-pod gangs
 (tessera.io/gang, tessera.io/min-member: 8), one 12-GPU pod no node can hold,
-and one team-c gang of 8 x 8 GPUs its quota can never admit. They are created
+a gang with 7 of its 8 members, and one team-c gang of 8 x 8 GPUs its quota can
+never admit. They are created
 in a shuffled stream while a watch, opened before the first one, records every
 binding.
 
@@ -96,9 +97,9 @@ def build_pods(rng: random.Random) -> tuple[list[list[dict]], dict[str, dict]]:
         units.append([k8slib.gpu_pod(name, NS, queue=queue, **kw)])
         meta[name] = {"queue": queue, "gang": "", "fits": fits}
 
-    def gang(queue: str, name: str, gpus: int, fits: bool = True) -> None:
+    def gang(queue: str, name: str, gpus: int, fits: bool = True, members_: int = 8) -> None:
         members = []
-        for k in range(8):
+        for k in range(members_):
             pod_name = f"{name}-{k}"
             members.append(k8slib.gpu_pod(pod_name, NS, gpus=gpus, queue=queue, gang=name,
                                           min_member=8))
@@ -132,7 +133,8 @@ def build_pods(rng: random.Random) -> tuple[list[list[dict]], dict[str, dict]]:
     for i in range(8):
         single("team-b", f"b-g4-{i}", gpus=4)
     single("team-b", "b-g12-0", fits=False, gpus=12)  # no node has 12 GPUs
-    shares("team-b", "b", 339)
+    gang("team-b", "b-short", 1, fits=False, members_=7)  # min-member 8, only 7 pods exist
+    shares("team-b", "b", 332)
     # team-c: 160 pods, about 148 GPU-equivalents for a quota of 32; its big gang never fits.
     gang("team-c", "c-gang-0", 8, fits=False)
     for i in range(100):
@@ -223,20 +225,12 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random, sched: k8
         with watcher.lock:
             return {watcher.name[u] for u, n in watcher.node.items() if n}
 
-    # Until all are bound, or nothing new was bound for 30 s (at most 240 s).
-    progress = {"n": -1, "at": time.monotonic()}
-
-    def done_or_stuck():
-        got = uid_bound_names()
-        if must_fit <= got:
-            return "done"
-        if len(got) != progress["n"]:
-            progress["n"], progress["at"] = len(got), time.monotonic()
-        return "stuck" if time.monotonic() - progress["at"] > 30 else None
-    state, _ = k8slib.wait_until(done_or_stuck, 240, 0.5)
-    secs = 0.0 if state == "done" else None
+    # The pods are created while the node lifecycle controller is still removing the API
+    # server's not-ready taints from the fresh nodes, so that pods wait first and their reasons
+    # change quickly. Binding them all takes about 10 s here; 90 s is the limit.
+    _, secs = k8slib.wait_until(lambda: must_fit <= uid_bound_names(), 90, 0.5)
     bound_names = uid_bound_names()
-    checks("every team-a/team-b pod that fits is bound", secs is not None,
+    checks("every team-a/team-b pod that fits is bound within 90 s", secs is not None,
            f"{len(must_fit & bound_names)}/{len(must_fit)} after "
            f"{time.monotonic() - t_create:.1f}s; missing e.g. "
            f"{sorted(must_fit - bound_names)[:5]}" if secs is None
@@ -269,7 +263,7 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random, sched: k8
     nodes = {n["metadata"]["name"]: n for n in nodes_list}
     model_of = {name: sc.inventory(n)[0]["model"] for name, n in nodes.items()}
     by_name = {p["metadata"]["name"]: p for p in items}
-    checks("all 1000 pods still exist", len(by_name) == len(all_pods) and
+    checks(f"all {len(all_pods)} pods still exist", len(by_name) == len(all_pods) and
            set(by_name) == {p["metadata"]["name"] for p in all_pods}, f"{len(by_name)} listed")
 
     # Bound exactly once, never moved, never deleted.
@@ -313,9 +307,9 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random, sched: k8
     partial_bad = {g: n for g, n in partial.items() if n not in (0, 8)}
     checks("gangs are all-or-nothing", not partial_bad,
            ", ".join(f"{g}: {n}/8" for g, n in sorted(partial.items())))
-    checks("team-a and team-b gangs run, team-c's 64-GPU gang does not",
-           all(n == 8 for g, n in partial.items() if not g.startswith("c-"))
-           and partial.get("c-gang-0") == 0)
+    checks("team-a and team-b gangs run; team-c's 64-GPU gang and the 7-pod gang do not",
+           all(n == 8 for g, n in partial.items() if g not in ("c-gang-0", "b-short"))
+           and partial.get("c-gang-0") == 0 and partial.get("b-short") == 0)
 
     # Queue usage per flavor (GPU-equivalent thousandths) and the quota rules.
     use = defaultdict(int)  # (queue, flavor) -> milli
@@ -397,6 +391,9 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random, sched: k8
            reasons[c_single[0]] if c_single and not no_quota else "; ".join(no_quota[:3]))
     checks("the 12-GPU pod waits with a reason", "b-g12-0" in reasons,
            reasons.get("b-g12-0", "bound or no condition"))
+    short = [reasons.get(f"b-short-{k}", "") for k in range(7)]
+    checks("the gang short of a member says so", all("1 more pod" in r for r in short),
+           short[0] or "no condition")
     print(f"team-c gang waits: {reasons.get('c-gang-0-0', '(no reason)')}", flush=True)
 
     # kwok runs what is bound.
