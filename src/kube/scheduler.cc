@@ -87,7 +87,7 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
       CheckKeys(root, "",
                 {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
                  "cycleIntervalSeconds", "podConditions", "podEvents", "admission",
-                 "gangSettleSeconds", "queues", "seed"}));
+                 "gangSettleSeconds", "podNoticeIntervalSeconds", "queues", "seed"}));
   TESSERA_RETURN_IF_ERROR(Get(root, "schedulerName", "", c.core.scheduler_name));
   TESSERA_RETURN_IF_ERROR(Get(root, "policy", "", c.core.policy));
   TESSERA_RETURN_IF_ERROR(Get(root, "metricsAddress", "", c.metrics_addr));
@@ -95,6 +95,7 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   TESSERA_RETURN_IF_ERROR(Get(root, "podConditions", "", c.pod_conditions));
   TESSERA_RETURN_IF_ERROR(Get(root, "podEvents", "", c.pod_events));
   TESSERA_RETURN_IF_ERROR(Get(root, "gangSettleSeconds", "", c.core.gang_settle_s));
+  TESSERA_RETURN_IF_ERROR(Get(root, "podNoticeIntervalSeconds", "", c.core.notice_interval_s));
   TESSERA_RETURN_IF_ERROR(Get(root, "seed", "", c.core.seed));
   if (auto le = root["leaderElection"]) {
     const std::string p = "leaderElection";

@@ -39,6 +39,8 @@ Status SchedulerConfig::Validate() const {
   if (std::find(names.begin(), names.end(), policy) == names.end())
     return InvalidArgument("unknown policy '" + policy + "'");
   if (!(gang_settle_s >= 0)) return InvalidArgument("gang_settle_s must be >= 0");
+  if (!(notice_interval_s >= 0 && notice_interval_s <= 86400))
+    return InvalidArgument("notice_interval_s must be within [0, 86400]");
   for (const auto& q : queues)
     if (q.name == kExternalQueue) return InvalidArgument("queue name _external is reserved");
   return admission.Validate();
@@ -505,11 +507,31 @@ int SchedulerCore::BoundGangMembers(const std::string& gang) const {
   return n;
 }
 
+namespace {
+// A reason without its parenthesised detail: two messages with the same gist say the same thing
+// with other supporting figures.
+std::string NoticeGist(const std::string& msg) {
+  std::string out;
+  int depth = 0;
+  for (char c : msg) {
+    if (c == '(') ++depth;
+    if (depth == 0) out += c;
+    if (c == ')' && depth > 0) --depth;
+  }
+  return out;
+}
+}  // namespace
+
 std::string SchedulerCore::Notice(const std::string& key, const std::string& reason,
                                   const std::string& msg, CycleOutput& out) {
-  auto& last = last_notice_[key];
-  if (last == msg) return msg;
-  last = msg;
+  auto [last, first] = last_notice_.try_emplace(key);
+  SentNotice& sent = last->second;
+  if (!first) {
+    if (sent.msg == msg) return msg;
+    if (NoticeGist(sent.msg) == NoticeGist(msg) && last_now_ - sent.at < config_.notice_interval_s)
+      return msg;
+  }
+  sent = {msg, last_now_};
   auto it = pods_.find(key);
   if (it != pods_.end())
     out.notices.push_back(

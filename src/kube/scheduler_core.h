@@ -44,6 +44,10 @@ struct SchedulerConfig {
   std::vector<QueueSpec> queues;   // empty: one queue "default" with unlimited quota
   AdmissionConfig admission;
   double gang_settle_s = 2;  // gangs without min-member: wait this long for members
+  // A waiting pod's reason is re-sent (condition and Event) at once when it says something new,
+  // but when only its parenthesised detail changed, at most this often, so reasons whose
+  // supporting figures move every cycle do not flood the API server.
+  double notice_interval_s = 30;
   uint64_t seed = 1;
   Status Validate() const;
 };
@@ -141,7 +145,11 @@ class SchedulerCore {
   std::map<std::string, std::vector<std::string>> gang_waiting_;  // "ns/gang" -> pod keys
   std::map<std::string, double> gang_last_seen_;
   std::vector<std::string> pending_new_;  // pending pods not yet submitted
-  std::map<std::string, std::string> last_notice_;
+  struct SentNotice {
+    std::string msg;
+    double at = 0;
+  };
+  std::map<std::string, SentNotice> last_notice_;
   std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> mask_cache_;
   std::vector<BindAction> held_;             // binds waiting for terminating pods to leave
   std::vector<EvictAction> held_evictions_;  // evictions decided outside a cycle

@@ -114,6 +114,38 @@ TEST(SchedulerCoreTest, BindsWithAssignmentAndHonoursNodeConstraints) {
   EXPECT_TRUE(core->Cycle(3).notices.empty());
 }
 
+TEST(SchedulerCoreTest, ReasonsThatOnlyChangeTheirDetailAreResentAtMostEveryInterval) {
+  SchedulerConfig cfg;
+  cfg.notice_interval_s = 30;
+  auto core = Core(cfg);
+  core->UpsertNode(NodeJson("a", 8));
+  core->UpsertPod(PodJson("ml", "held", {{"nvidia.com/gpu", "6"}}, {}, "a"));
+  core->UpsertPod(PodJson("ml", "big", {{"nvidia.com/gpu", "4"}}));
+  auto first = core->Cycle(1);
+  ASSERT_EQ(first.notices.size(), 1u);
+  const std::string before = first.notices[0].message;
+  // A second, full node: the same reason with other figures is held back...
+  core->UpsertNode(NodeJson("b", 8));
+  core->UpsertPod(PodJson("ml", "full", {{"nvidia.com/gpu", "8"}}, {}, "b"));
+  auto second = core->Cycle(2);
+  EXPECT_TRUE(second.notices.empty()) << second.notices[0].message << " after " << before;
+  EXPECT_TRUE(core->Cycle(20).notices.empty());
+  // ...until the interval has passed.
+  auto later = core->Cycle(31.5);
+  ASSERT_EQ(later.notices.size(), 1u);
+  EXPECT_NE(later.notices[0].message, before);
+  // A reason that says something new goes out at once: a gang's count of missing members.
+  const Json gang = {{"tessera.io/gang", "g"}, {"tessera.io/min-member", "8"}};
+  core->UpsertPod(PodJson("ml", "m0", {{"nvidia.com/gpu", "1"}}, gang));
+  auto one = core->Cycle(33);
+  ASSERT_EQ(one.notices.size(), 1u);
+  core->UpsertPod(PodJson("ml", "m1", {{"nvidia.com/gpu", "1"}}, gang));
+  auto two = core->Cycle(34);
+  ASSERT_EQ(two.notices.size(), 2u);
+  for (const auto& n : two.notices)
+    EXPECT_EQ(n.message.rfind("gang waits for 6 more pods", 0), 0u) << n.message;
+}
+
 TEST(SchedulerCoreTest, InvalidRequestsBecomeNotices) {
   auto core = Core();
   core->UpsertNode(NodeJson("a", 4));
