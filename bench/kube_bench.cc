@@ -23,26 +23,12 @@
 
 #include "kube/scheduler.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-Json Node(const std::string& name, int gpus) {
-  std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < gpus; ++g)
-    inv.push_back(
-        {g, "GPU-" + name + "-" + std::to_string(g), "H100-80GB", 81559, false, "", true});
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-          {"status",
-           {{"allocatable",
-             {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
-}
 
 Json Pod(const std::string& name, Json limits, const std::string& node = "",
          const std::string& assignment = "") {
@@ -106,7 +92,7 @@ Result<PhaseResult> Throughput(int nodes, int pods, bool slices, int bind_thread
   testing::FakeApiServer server(opt);
   TESSERA_RETURN_IF_ERROR(server.Start());
   for (int n = 0; n < nodes; ++n)
-    (void)server.Create("/api/v1/nodes", Node("n" + std::to_string(n), 8));
+    (void)server.Create("/api/v1/nodes", kubetest::GpuNodeJson("n" + std::to_string(n), 8));
   for (int i = 0; i < pods; ++i) {
     Json limits = slices ? Json{{"tessera.io/gpu-memory", std::to_string(4 + (i % 4) * 4) + "Gi"}}
                          : Json{{"nvidia.com/gpu", "1"}};
@@ -140,7 +126,7 @@ Result<PhaseResult> Restart(int nodes, int bound_pods, int bind_threads, double*
   testing::FakeApiServer server(opt);
   TESSERA_RETURN_IF_ERROR(server.Start());
   for (int n = 0; n < nodes; ++n)
-    (void)server.Create("/api/v1/nodes", Node("n" + std::to_string(n), 8));
+    (void)server.Create("/api/v1/nodes", kubetest::GpuNodeJson("n" + std::to_string(n), 8));
   // Bound pods: 8 one-GPU pods per node while GPUs last, CPU-only pods after that.
   for (int i = 0; i < bound_pods; ++i) {
     const int node = i % nodes;

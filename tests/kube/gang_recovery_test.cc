@@ -7,25 +7,12 @@
 
 #include "kube/client.h"
 #include "kube/scheduler_core.h"
+#include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
 namespace {
 
-Json NodeJson(const std::string& name, int gpus) {
-  std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < gpus; ++g)
-    inv.push_back(
-        {g, "GPU-" + name + "-" + std::to_string(g), "H100-80GB", 81559, false, "", true});
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-          {"spec", Json::object()},
-          {"status",
-           {{"allocatable",
-             {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
-}
+using kubetest::GpuNodeJson;
 
 Json GangPod(const std::string& name, int min_member, const std::string& node = "",
              const std::string& assignment = "") {
@@ -58,8 +45,8 @@ std::unique_ptr<SchedulerCore> Core() {
 
 TEST(GangRecoveryTest, GangPartlyBoundByAnEarlierLeaderIsCompleted) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 4));
-  core->UpsertNode(NodeJson("b", 4));
+  core->UpsertNode(GpuNodeJson("a", 4));
+  core->UpsertNode(GpuNodeJson("b", 4));
   // An earlier leader bound 3 of 8 members onto a (GPUs 0..2), then died.
   for (int i = 0; i < 3; ++i) {
     Assignment a;
@@ -85,7 +72,7 @@ TEST(GangRecoveryTest, GangPartlyBoundByAnEarlierLeaderIsCompleted) {
 
 TEST(GangRecoveryTest, GangShortOfMembersSaysHowManyAreMissing) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 8));
+  core->UpsertNode(GpuNodeJson("a", 8));
   for (int i = 0; i < 5; ++i) core->UpsertPod(GangPod("m-" + std::to_string(i), 8));
   CycleOutput out = core->Cycle(1);
   EXPECT_TRUE(out.binds.empty());
@@ -100,7 +87,7 @@ TEST(GangRecoveryTest, GangShortOfMembersSaysHowManyAreMissing) {
 
 TEST(GangRecoveryTest, MemberWhoseBindFailedIsRetried) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 8));
+  core->UpsertNode(GpuNodeJson("a", 8));
   for (int i = 0; i < 4; ++i) core->UpsertPod(GangPod("m-" + std::to_string(i), 4));
   const CycleOutput out = core->Cycle(1);
   ASSERT_EQ(out.binds.size(), 4u);

@@ -5,27 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "kube/scheduler_core.h"
+#include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
 namespace {
 
 Json NodeJson(const std::string& name, int gpus, Json taints = Json::array(),
               Json labels = Json::object()) {
-  std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < gpus; ++g)
-    inv.push_back(
-        {g, "GPU-" + name + "-" + std::to_string(g), "H100-80GB", 81559, false, "", true});
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name},
-            {"labels", labels},
-            {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-          {"spec", {{"taints", taints}}},
-          {"status",
-           {{"allocatable",
-             {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+  return kubetest::GpuNodeJson(name, gpus, "H100-80GB", true, std::move(taints), std::move(labels));
 }
 
 Json PodJson(const std::string& name, int gpus, Json extra_spec = Json::object(),

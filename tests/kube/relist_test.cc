@@ -15,6 +15,7 @@
 #include "kube/scheduler_core.h"
 #include "kube/translate.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
 namespace {
@@ -123,21 +124,6 @@ TEST(InformerRelistTest, AnObjectCreatedAgainUnderItsNameIsADeleteAndAnAddDelete
   inf.Stop();
 }
 
-Json NodeJson(const std::string& name, int gpus) {
-  std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < gpus; ++g)
-    inv.push_back(
-        {g, "GPU-" + name + "-" + std::to_string(g), "H100-80GB", 81559, false, "", true});
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-          {"status",
-           {{"allocatable",
-             {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
-}
-
 Json PodJson(const std::string& name, const std::string& uid, int gpus, int priority,
              const std::string& node = "", const std::string& assignment = "") {
   Json spec = {
@@ -164,7 +150,7 @@ TEST(PreemptionEventsTest, NoPreemptedNoticeBeforeTheApiServerAcceptsTheEviction
   auto core = SchedulerCore::Create(cfg);
   ASSERT_TRUE(core.ok());
   SchedulerCore& c = **core;
-  c.UpsertNode(NodeJson("a", 2));
+  c.UpsertNode(kubetest::GpuNodeJson("a", 2));
   c.UpsertPod(PodJson("low", "u-low", 2, 0));
   const auto first = c.Cycle(1);
   ASSERT_EQ(first.binds.size(), 1u);
@@ -192,7 +178,7 @@ TEST(PreemptionEventsTest, ARefusedVictimIsTriedAgainAfterABackoffThatDoubles) {
   auto core = SchedulerCore::Create(cfg);
   ASSERT_TRUE(core.ok());
   SchedulerCore& c = **core;
-  c.UpsertNode(NodeJson("a", 2));
+  c.UpsertNode(kubetest::GpuNodeJson("a", 2));
   c.UpsertPod(PodJson("low", "u-low", 2, 0));
   const auto first = c.Cycle(1);
   ASSERT_EQ(first.binds.size(), 1u);

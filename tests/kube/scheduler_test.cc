@@ -12,29 +12,12 @@
 #include "kube/scheduler.h"
 #include "kube/scheduler_core.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
 namespace {
 
-Json NodeJson(const std::string& name, int gpus, const std::string& model = "H100-80GB",
-              bool ready = true, Json taints = Json::array(), Json labels = Json::object()) {
-  std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < gpus; ++g)
-    inv.push_back({g, "GPU-" + name + "-" + std::to_string(g), model, 81559, false, "", true});
-  Json n = {
-      {"apiVersion", "v1"},
-      {"kind", "Node"},
-      {"metadata",
-       {{"name", name},
-        {"labels", labels},
-        {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-      {"spec", {{"taints", taints}}},
-      {"status",
-       {{"allocatable",
-         {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-        {"conditions", Json::array({{{"type", "Ready"}, {"status", ready ? "True" : "False"}}})}}}};
-  return n;
-}
+using kubetest::GpuNodeJson;
 
 Json PodJson(const std::string& ns, const std::string& name, Json limits,
              Json annotations = Json::object(), const std::string& node = "",
@@ -73,11 +56,11 @@ std::map<std::string, BindAction> ByPod(const CycleOutput& out) {
 
 TEST(SchedulerCoreTest, BindsWithAssignmentAndHonoursNodeConstraints) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 4));
-  core->UpsertNode(NodeJson("b", 4, "H100-80GB", false));  // NotReady
+  core->UpsertNode(GpuNodeJson("a", 4));
+  core->UpsertNode(GpuNodeJson("b", 4, "H100-80GB", false));  // NotReady
   core->UpsertNode(
-      NodeJson("c", 4, "H100-80GB", true,
-               Json::array({{{"key", "team"}, {"value", "x"}, {"effect", "NoSchedule"}}})));
+      GpuNodeJson("c", 4, "H100-80GB", true,
+                  Json::array({{{"key", "team"}, {"value", "x"}, {"effect", "NoSchedule"}}})));
   core->UpsertPod(PodJson("ml", "whole", {{"nvidia.com/gpu", "2"}}));
   core->UpsertPod(PodJson("ml", "share", {{"tessera.io/gpu-memory", "20Gi"}}));
   core->UpsertPod(
@@ -118,14 +101,14 @@ TEST(SchedulerCoreTest, ReasonsThatOnlyChangeTheirDetailAreResentAtMostEveryInte
   SchedulerConfig cfg;
   cfg.notice_interval_s = 30;
   auto core = Core(cfg);
-  core->UpsertNode(NodeJson("a", 8));
+  core->UpsertNode(GpuNodeJson("a", 8));
   core->UpsertPod(PodJson("ml", "held", {{"nvidia.com/gpu", "6"}}, {}, "a"));
   core->UpsertPod(PodJson("ml", "big", {{"nvidia.com/gpu", "4"}}));
   auto first = core->Cycle(1);
   ASSERT_EQ(first.notices.size(), 1u);
   const std::string before = first.notices[0].message;
   // A second, full node: the same reason with other figures is held back...
-  core->UpsertNode(NodeJson("b", 8));
+  core->UpsertNode(GpuNodeJson("b", 8));
   core->UpsertPod(PodJson("ml", "full", {{"nvidia.com/gpu", "8"}}, {}, "b"));
   auto second = core->Cycle(2);
   EXPECT_TRUE(second.notices.empty()) << second.notices[0].message << " after " << before;
@@ -148,7 +131,7 @@ TEST(SchedulerCoreTest, ReasonsThatOnlyChangeTheirDetailAreResentAtMostEveryInte
 
 TEST(SchedulerCoreTest, InvalidRequestsBecomeNotices) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 4));
+  core->UpsertNode(GpuNodeJson("a", 4));
   core->UpsertPod(PodJson("ml", "bad", {{"nvidia.com/gpu", "1.5"}}));
   const auto out = core->Cycle(1);
   EXPECT_TRUE(out.binds.empty());
@@ -159,14 +142,14 @@ TEST(SchedulerCoreTest, InvalidRequestsBecomeNotices) {
 
 TEST(SchedulerCoreTest, RebuildsFromAnnotationsWithoutDoubleAssignment) {
   auto first = Core();
-  first->UpsertNode(NodeJson("a", 4));
+  first->UpsertNode(GpuNodeJson("a", 4));
   first->UpsertPod(PodJson("ml", "p1", {{"nvidia.com/gpu", "2"}}));
   const auto binds = first->Cycle(1).binds;
   ASSERT_EQ(binds.size(), 1u);
   const std::string ann = binds[0].annotations.at(kAnnotationAssignment);
   // A new scheduler sees the bound pod (with its annotation) and a new pending pod.
   auto second = Core();
-  second->UpsertNode(NodeJson("a", 4));
+  second->UpsertNode(GpuNodeJson("a", 4));
   second->UpsertPod(
       PodJson("ml", "p1", {{"nvidia.com/gpu", "2"}}, {{kAnnotationAssignment, ann}}, "a"));
   second->UpsertPod(PodJson("ml", "p2", {{"nvidia.com/gpu", "2"}}));
@@ -194,7 +177,7 @@ TEST(SchedulerCoreTest, BoundPodWithAnInvalidAssignmentStillHoldsItsGpus) {
   // Anyone who can edit a pod can write its annotation: a bound pod whose assignment does not
   // decode still holds its GPUs on the node.
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 4));
+  core->UpsertNode(GpuNodeJson("a", 4));
   core->UpsertPod(PodJson("zq", "foreign", {{"nvidia.com/gpu", "3"}},
                           {{kAnnotationAssignment, "not json"}}, "a"));
   EXPECT_EQ(core->stats().invalid, 1);
@@ -207,8 +190,8 @@ TEST(SchedulerCoreTest, BoundPodWithAnInvalidAssignmentStillHoldsItsGpus) {
 
 TEST(SchedulerCoreTest, GangsFormAndALostNodeRequeuesThemWhole) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 4));
-  core->UpsertNode(NodeJson("b", 4));
+  core->UpsertNode(GpuNodeJson("a", 4));
+  core->UpsertNode(GpuNodeJson("b", 4));
   for (int i = 0; i < 3; ++i)
     core->UpsertPod(PodJson("ml", "g-" + std::to_string(i), {{"nvidia.com/gpu", "2"}},
                             {{kAnnotationGang, "train"}, {kAnnotationMinMember, "4"}}));
@@ -228,7 +211,7 @@ TEST(SchedulerCoreTest, GangsFormAndALostNodeRequeuesThemWhole) {
                              {kAnnotationMinMember, "4"},
                              {kAnnotationAssignment, b.annotations.at(kAnnotationAssignment)}},
                             b.node));
-  core->DeleteNode(NodeJson("b", 4));
+  core->DeleteNode(GpuNodeJson("b", 4));
   const auto out2 = core->Cycle(3);
   int evicted_on_a = 0;
   for (const auto& e : out2.evictions) {
@@ -242,7 +225,7 @@ TEST(SchedulerCoreTest, GangsFormAndALostNodeRequeuesThemWhole) {
 
 TEST(SchedulerCoreTest, PreemptionWaitsForVictimsAndHonoursBlockedEvictions) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 2));
+  core->UpsertNode(GpuNodeJson("a", 2));
   Json prio = {{"priority", 10}};
   core->UpsertPod(PodJson("ml", "low", {{"nvidia.com/gpu", "2"}}));
   const auto first = core->Cycle(1);
@@ -325,7 +308,7 @@ queues:
 
 TEST(SchedulerCoreTest, MetricsExposition) {
   auto core = Core();
-  core->UpsertNode(NodeJson("a", 2));
+  core->UpsertNode(GpuNodeJson("a", 2));
   core->UpsertPod(PodJson("ml", "half", {{"tessera.io/gpu-memory", "40Gi"}}));
   core->UpsertPod(PodJson("ml", "big", {{"nvidia.com/gpu", "4"}}));
   (void)core->Cycle(1);
@@ -378,7 +361,7 @@ queues:
 void Populate(testing::FakeApiServer& s, int pods = 1000, int first = 0) {
   if (first == 0) {
     for (int n = 0; n < 100; ++n)
-      ASSERT_TRUE(s.Create("/api/v1/nodes", NodeJson("node-" + std::to_string(n), 16)).ok());
+      ASSERT_TRUE(s.Create("/api/v1/nodes", GpuNodeJson("node-" + std::to_string(n), 16)).ok());
   }
   const char* queues[] = {"team-a", "team-b", "team-c"};
   int made = first, gang = first;
@@ -514,7 +497,7 @@ TEST(SchedulerE2ETest, InformerCachesQueueObjects) {
 
 TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
   E2E e;
-  ASSERT_TRUE(e.server.Create("/api/v1/nodes", NodeJson("node-0", 8)).ok());
+  ASSERT_TRUE(e.server.Create("/api/v1/nodes", GpuNodeJson("node-0", 8)).ok());
   ASSERT_TRUE(
       e.server
           .Create("/apis/tessera.io/v1alpha1/queues",
@@ -584,7 +567,7 @@ TEST(SchedulerE2ETest, QueueObjectsSetQuotas) {
 
 TEST(SchedulerE2ETest, UnschedulableConditionKeepsOtherConditions) {
   E2E e;
-  ASSERT_TRUE(e.server.Create("/api/v1/nodes", NodeJson("node-0", 8)).ok());
+  ASSERT_TRUE(e.server.Create("/api/v1/nodes", GpuNodeJson("node-0", 8)).ok());
   const std::string pod = "/api/v1/namespaces/ml/pods/too-big";
   ASSERT_TRUE(
       e.server

@@ -37,6 +37,7 @@
 #include "kube/scheduler.h"
 #include "kube/translate.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/kube/test_objects.h"
 
 extern char** environ;
 
@@ -313,21 +314,6 @@ bool WaitUntil(Pred pred, double timeout_s = 60) {
   return true;
 }
 
-Json NodeJson(const std::string& name, int gpus) {
-  std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < gpus; ++g)
-    inv.push_back(
-        {g, "GPU-" + name + "-" + std::to_string(g), "H100-80GB", 81559, false, "", true});
-  return {{"apiVersion", "v1"},
-          {"kind", "Node"},
-          {"metadata",
-           {{"name", name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-          {"status",
-           {{"allocatable",
-             {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(gpus)}}},
-            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
-}
-
 Json PodJson(const std::string& name, const std::string& gpus, int priority = 0,
              const std::string& scheduler = "tessera") {
   return {{"apiVersion", "v1"},
@@ -371,7 +357,7 @@ std::vector<RecordedRequest> SchedulerRequests() {
   cfg.core.gang_settle_s = 0;
   EXPECT_TRUE(cfg.pod_conditions && cfg.pod_events);
 
-  EXPECT_TRUE(server.Create("/api/v1/nodes", NodeJson("gpu-node-0", 2)).ok());
+  EXPECT_TRUE(server.Create("/api/v1/nodes", kubetest::GpuNodeJson("gpu-node-0", 2)).ok());
   EXPECT_TRUE(server.Create("/api/v1/namespaces/ml/pods", PodJson("low", "2")).ok());
   EXPECT_TRUE(server.Create("/api/v1/namespaces/ml/pods", PodJson("invalid", "1.5")).ok());
   {
@@ -480,7 +466,7 @@ bool Watched(const FakeApiServer& s, const std::string& path) {
 std::vector<RecordedRequest> ExtenderRequests() {
   FakeApiServer server;
   EXPECT_TRUE(server.Start().ok());
-  EXPECT_TRUE(server.Create("/api/v1/nodes", NodeJson("gpu-node-0", 2)).ok());
+  EXPECT_TRUE(server.Create("/api/v1/nodes", kubetest::GpuNodeJson("gpu-node-0", 2)).ok());
   auto pod = server.Create("/api/v1/namespaces/ml/pods", PodJson("infer", "1", 0, "tessera"));
   EXPECT_TRUE(pod.ok());
   if (!pod.ok()) return {};
