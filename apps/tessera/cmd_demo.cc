@@ -7,9 +7,12 @@
 //     workload mix, one row per policy and conclusions computed from the numbers against
 //     bestfit, the stand-in for the Kubernetes default scheduler. Optional SVG plot and JSON
 //     are written atomically.
-//   tessera generate --out-dir DIR [--nodes N] [--seed S]
+//   tessera generate --out-dir DIR [--nodes N] [--seed S] [mix knobs]
 //     Writes the same cluster and workload as DIR/nodes.csv and DIR/pods.csv, readable by
-//     `tessera sim fill` and `tessera sim replay`.
+//     `tessera sim fill` and `tessera sim replay`. The mix knobs (sim/mix_knobs.h:
+//     --cpu-only-fraction, --share-fraction, --whole-fraction, --multi-gpu-fraction,
+//     --share-sizes, --multi-gpu-counts, --pinned-fraction, --cpu-per-gpu-scale,
+//     --memory-per-gpu-scale) change the workload; the cluster stays the default one.
 // Both exit 0 on success and 1 with a message on stderr otherwise.
 #include <algorithm>
 #include <chrono>
@@ -25,6 +28,7 @@
 #include "policies/builtin.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
+#include "sim/mix_knobs.h"
 #include "sim/report.h"
 
 namespace tessera {
@@ -49,6 +53,7 @@ struct GenerateArgs {
   std::string out_dir;
   std::string nodes = std::to_string(GeneratorConfig{}.num_nodes);
   std::string seed = std::to_string(kDefaultGeneratorSeed);
+  MixFlags mix;
 };
 
 std::string Printf(const char* fmt, auto... args) {
@@ -328,9 +333,13 @@ int RunGenerate(const GenerateArgs& a) {
   if (!nodes.ok()) return Fail(nodes.status());
   auto seed = ParseSeedFlag("--seed", a.seed);
   if (!seed.ok()) return Fail(seed.status());
-  auto trace = GenerateDefault(static_cast<int>(*nodes), *seed);
+  GeneratorConfig config;
+  config.num_nodes = static_cast<int>(*nodes);
+  Status st = ApplyMixFlags(a.mix, config);
+  if (!st.ok()) return Fail(st);
+  auto trace = Generate(config, *seed);
   if (!trace.ok()) return Fail(trace.status());
-  Status st = WriteTraceCsv(*trace, a.out_dir);
+  st = WriteTraceCsv(*trace, a.out_dir);
   if (!st.ok()) return Fail(st);
   const WorkloadMix m = MixOf(trace->pods);
   int64_t gpus = 0;
@@ -344,6 +353,44 @@ int RunGenerate(const GenerateArgs& a) {
 }
 
 }  // namespace
+
+void AddMixFlagOptions(CLI::App& cmd, MixFlags& m) {
+  cmd.add_option("--cpu-only-fraction", m.cpu_only_fraction,
+                 "Share of CPU-only pods, [0, 1]; unnamed classes share the rest by their "
+                 "default proportions")
+      ->type_name("FRACTION")
+      ->group("Workload mix");
+  cmd.add_option("--share-fraction", m.share_fraction, "Share of GPU-share pods (< 1 GPU), [0, 1]")
+      ->type_name("FRACTION")
+      ->group("Workload mix");
+  cmd.add_option("--whole-fraction", m.whole_fraction, "Share of one-whole-GPU pods, [0, 1]")
+      ->type_name("FRACTION")
+      ->group("Workload mix");
+  cmd.add_option("--multi-gpu-fraction", m.multi_gpu_fraction, "Share of multi-GPU pods, [0, 1]")
+      ->type_name("FRACTION")
+      ->group("Workload mix");
+  cmd.add_option("--share-sizes", m.share_sizes,
+                 "gpu_milli of share pods: V:W,... (V in 1..999), uniform:LO-HI, trace, small "
+                 "(uniform:50-300) or large (uniform:500-950)")
+      ->type_name("DIST")
+      ->group("Workload mix");
+  cmd.add_option("--multi-gpu-counts", m.multi_gpu_counts,
+                 "GPUs per multi-GPU pod: V:W,... (V from 2 to the largest node's GPUs)")
+      ->type_name("DIST")
+      ->group("Workload mix");
+  cmd.add_option("--pinned-fraction", m.pinned_fraction,
+                 "Share of GPU pods restricted to a set of GPU models, [0, 1]")
+      ->type_name("FRACTION")
+      ->group("Workload mix");
+  cmd.add_option("--cpu-per-gpu-scale", m.cpu_per_gpu_scale,
+                 "Multiply the CPU request of every GPU pod by X, [0.1, 10]")
+      ->type_name("X")
+      ->group("Workload mix");
+  cmd.add_option("--memory-per-gpu-scale", m.memory_per_gpu_scale,
+                 "Multiply the memory request of every GPU pod by X, [0.1, 10]")
+      ->type_name("X")
+      ->group("Workload mix");
+}
 
 void AddDemoCommand(CLI::App& app, int& rc) {
   static DemoArgs demo;
@@ -378,6 +425,7 @@ void AddDemoCommand(CLI::App& app, int& rc) {
   g->add_option("--seed", gen.seed, "Seed of the generated workload, 0..2^64-1")
       ->type_name("UINT")
       ->default_val(gen.seed);
+  AddMixFlagOptions(*g, gen.mix);
   g->callback([&rc] { rc = RunGenerate(gen); });
 }
 

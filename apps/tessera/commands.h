@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sim/mix_knobs.h"
+
 namespace tessera {
 
 void AddSimReplayCommand(CLI::App& sim, int& rc);   // cmd_replay.cc: `tessera sim replay`
@@ -15,5 +17,10 @@ void AddExtenderCommand(CLI::App& app, int& rc);    // cmd_extender.cc: `tessera
 void AddPlanCommand(CLI::App& app, int& rc);        // cmd_plan.cc: `tessera plan ...`
 
 void AddSchedulerCommand(CLI::App& app, int& rc);  // cmd_scheduler.cc: `tessera scheduler`
+void AddSimFamilyCommand(CLI::App& sim, int& rc);  // cmd_family.cc: `tessera sim family`
+
+// Adds the workload-mix flags of sim/mix_knobs.h to `cmd`, storing their text in `m`
+// (cmd_demo.cc).
+void AddMixFlagOptions(CLI::App& cmd, MixFlags& m);
 
 }  // namespace tessera

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   tessera::AddSimQueuesCommand(*sim, rc);
   tessera::AddSimPolluxCommand(*sim, rc);
   tessera::AddSimSharingCommand(*sim, rc);
+  tessera::AddSimFamilyCommand(*sim, rc);
   tessera::AddDemoCommand(app, rc);
   tessera::AddExtenderCommand(app, rc);
   tessera::AddSchedulerCommand(app, rc);

@@ -243,6 +243,12 @@ std::vector<std::string> Generate(std::vector<std::string> extra) {
   return With(args, extra);
 }
 
+std::vector<std::string> Family(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"sim",    "family",       "--seeds", "1",
+                                   "--json", "{out}/f.json", "--table", "{out}/f.md"};
+  return With(args, extra);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     SimFill, CliRefusesTest,
     ::testing::Values(
@@ -381,7 +387,39 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedCase{"GenerateNodesHuge", Generate({"--nodes", "100001"}),
                     "--nodes: '100001' is outside the allowed range 1..100000"},
         RefusedCase{"GenerateSeedFraction", Generate({"--seed", "1.5"}),
-                    "--seed: '1.5' is not a seed; allowed range 0..18446744073709551615"}),
+                    "--seed: '1.5' is not a seed; allowed range 0..18446744073709551615"},
+        RefusedCase{"GenerateShareFractionAboveOne", Generate({"--share-fraction", "1.2"}),
+                    "--share-fraction: '1.2' is outside the allowed range [0, 1]"},
+        RefusedCase{"GenerateFractionsAboveOne",
+                    Generate({"--share-fraction", "0.7", "--whole-fraction", "0.5"}),
+                    "--share-fraction + --whole-fraction sum to 1.2, more than 1"},
+        RefusedCase{"GenerateShareSizesUnknown", Generate({"--share-sizes", "tiny"}),
+                    "--share-sizes: 'tiny' is not a distribution (expected trace, small, large, "
+                    "uniform:LO-HI or VALUE:WEIGHT,... with VALUE in 1..999)"},
+        RefusedCase{"GenerateMultiGpuCountsTooLarge", Generate({"--multi-gpu-counts", "2:1,9:1"}),
+                    "--multi-gpu-counts: '9:1' has a value outside 2..8 (expected VALUE:WEIGHT,... "
+                    "with VALUE an integer in 2..8 and WEIGHT a number > 0)"},
+        RefusedCase{"GenerateCpuScaleNaN", Generate({"--cpu-per-gpu-scale", "nan"}),
+                    "--cpu-per-gpu-scale: 'nan' is not a number; allowed range [0.1, 10]"},
+        RefusedCase{"FamilyMixUnknown", Family({"--mixes", "base,nope"}),
+                    "--mixes: unknown name 'nope' (`tessera sim family --list` lists the mixes)"},
+        RefusedCase{"FamilyTraceNameUnknown",
+                    Family({"--traces", "{dir}", "--trace-names", "default,x"}),
+                    "--trace-names: unknown name 'x'; valid names: default, cpu050, cpu100, "
+                    "cpu200, cpu250, gpushare40, gpushare60, gpushare80, gpushare100, gpuspec10, "
+                    "gpuspec20, gpuspec25, gpuspec33, multigpu20, multigpu30, multigpu40, "
+                    "multigpu50"},
+        RefusedCase{"FamilyCandidateNotRun", Family({"--policy", "fgd,bestfit"}),
+                    "--candidate: 'tessera' is not one of the --policy list (fgd,bestfit)"},
+        RefusedCase{"FamilyModeUnknown", Family({"--mode", "live"}),
+                    "--mode: 'live' must be fill or replay"},
+        RefusedCase{"FamilyNothingToRun", Family({"--mixes", "none"}),
+                    "nothing to run: --mixes none and no --traces DIR"},
+        RefusedCase{"FamilyTracesMissing", Family({"--mixes", "none", "--traces", "{dir}/none"}),
+                    "cannot open '{dir}/none/openb_node_list_gpu_node.csv': No such file or "
+                    "directory"},
+        RefusedCase{"FamilyTimeScaleBelowOne", Family({"--time-scale", "0.5"}),
+                    "--time-scale: '0.5' is outside the allowed range [1, 1e+06]"}),
     [](const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.label; });
 
 // Inputs that must be accepted.

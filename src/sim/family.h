@@ -1,0 +1,137 @@
+// A family of workload mixes for checking a policy's robustness: `tessera sim family`.
+//
+// Each generated mix is the default generator config (sim/generator.h) with a few mix knobs
+// (sim/mix_knobs.h) set, written as the flags of `tessera generate`; the definitions are fixed
+// here (docs/POLICIES.md, "Workload-mix family") and do not depend on any result. Trace mixes
+// are the 17 pod files of the FGD paper on its GPU node list. Every mix runs the fill protocol
+// (sim/fill.h, RunFillMatrix: policy x seed on a pool of threads) and is summarised by the mean
+// and standard deviation of the unallocated GPU % at 100% arrival and at the end of the run.
+// The summary compares a candidate policy with a reference (tessera vs fgd by default).
+// Thread-safety: pure functions of their arguments (RunFamilyMix starts its own threads).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sim/fill.h"
+#include "sim/generator.h"
+#include "sim/mix_knobs.h"
+#include "sim/replay.h"
+
+namespace tessera {
+
+struct FamilyMix {
+  std::string name;
+  std::string description;
+  MixFlags flags;
+};
+
+// The generated mixes, in a fixed order, names unique.
+const std::vector<FamilyMix>& DefaultMixFamily();
+// The 17 pod files of the FGD paper, as trace names ("default", "cpu050", ...): the file is
+// openb_pod_list_<name>.csv.
+const std::vector<std::string>& PaperTraceNames();
+inline constexpr const char* kPaperNodeFile = "openb_node_list_gpu_node.csv";
+
+enum class FamilyMode { kFill, kReplay };
+
+struct FamilyOptions {
+  // kFill: the fill protocol (sim/fill.h). kReplay: the dynamic replay (sim/replay.h) with
+  // arrivals compressed by time_scale (generated mixes) or trace_time_scale (trace files).
+  FamilyMode mode = FamilyMode::kFill;
+  double time_scale = 1, trace_time_scale = 1;
+  std::vector<std::string> policies = {"fgd", "tessera"};
+  std::vector<uint64_t> seeds = {42, 43, 44, 45, 46, 47, 48, 49, 50, 51};
+  double tune_ratio = 1.3;
+  unsigned threads = 0;
+  int generated_nodes = 400;                  // cluster size of the generated mixes
+  uint64_t gen_seed = kDefaultGeneratorSeed;  // workload seed of the generated mixes
+};
+
+struct FamilyMixResult {
+  std::string name;
+  std::string kind;  // "generated" or "trace"
+  std::string description;
+  std::string flags;  // generated: the `tessera generate` flags; trace: the pod file
+  // Generated mixes: the resolved knobs.
+  std::optional<GeneratorConfig> config;
+  int64_t nodes = 0, gpus = 0;
+  WorkloadMix mix;                    // measured on the workload
+  std::vector<FillSummary> results;   // kFill
+  std::vector<ReplaySummary> replay;  // kReplay
+  double wall_seconds = 0;            // wall time of the mix (generation and all experiments)
+};
+
+// Generates the mix (config: default with the mix's flags, options.generated_nodes nodes,
+// options.gen_seed) and runs it.
+Result<FamilyMixResult> RunFamilyMix(const FamilyMix& mix, const FamilyOptions& options);
+// Runs a trace mix from its nodes and pods.
+Result<FamilyMixResult> RunTraceMix(const std::string& name, const std::string& pod_file,
+                                    const std::vector<NodeSpec>& nodes,
+                                    const std::vector<Workload>& pods,
+                                    const FamilyOptions& options);
+
+// The acceptance bounds of the summary: the candidate's mean at the end of the run may exceed
+// the reference's by this many points, and its seed standard deviation may be this many times
+// the reference's (at 100% arrival and at the end).
+inline constexpr double kFamilyEndSlackPoints = 0.1;
+inline constexpr double kFamilySdRatioLimit = 1.5;
+
+struct FamilySummary {
+  std::string candidate, reference;
+  int mixes = 0;                // mixes with both policies
+  int le_at_100 = 0;            // candidate mean <= reference mean at 100% arrival
+  int le_at_130 = 0;            // ... at the end of the run
+  int within_slack_at_130 = 0;  // candidate mean <= reference mean + kFamilyEndSlackPoints
+  int sd_within_limit = 0;      // candidate sd <= kFamilySdRatioLimit x reference sd, both points
+  int worse_beyond_noise = 0;   // candidate worse at 100% or at the end by more than hypot(sd)
+  // Mixes failing each bound, by name.
+  std::vector<std::string> above_at_100, above_at_130, sd_above;
+  // Mean over mixes of (candidate - reference) / reference, in % (0 when the reference is 0).
+  double mean_rel_diff_pct_at_100 = 0, mean_rel_diff_pct_at_130 = 0;
+  // Mean over mixes of candidate - reference, in points of unallocated GPU %.
+  double mean_diff_at_100 = 0, mean_diff_at_130 = 0;
+  // Largest sd ratio candidate / reference over the mixes (reference sd 0: ignored unless the
+  // candidate's is above 0, then infinity).
+  double max_sd_ratio = 0;
+  // All three bounds hold on every mix.
+  bool all_bounds_met() const {
+    return mixes > 0 && le_at_100 == mixes && within_slack_at_130 == mixes &&
+           sd_within_limit == mixes;
+  }
+};
+FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
+                              const std::string& candidate, const std::string& reference);
+
+// One row per mix: its knobs, each policy's mean ± sd at 100% and at the end, the candidate
+// minus the reference, and seconds per experiment; then the summary.
+std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::string& candidate,
+                        const std::string& reference);
+// Replay mode: time-weighted GPU allocation (higher is better) and p95 wait (lower is better)
+// of the candidate against the reference, mix by mix.
+struct ReplayFamilySummary {
+  std::string candidate, reference;
+  int mixes = 0;
+  int alloc_ge = 0;  // candidate mean time-weighted allocation >= reference's
+  int p95_le = 0;    // candidate mean p95 wait <= reference's
+  int never_placed_le = 0;
+  std::vector<std::string> alloc_below, p95_above;
+  double mean_alloc_diff = 0;  // points of GPU %, candidate - reference
+  double mean_p95_diff_s = 0;
+};
+ReplayFamilySummary SummarizeReplayFamily(const std::vector<FamilyMixResult>& results,
+                                          const std::string& candidate,
+                                          const std::string& reference);
+
+// {"options": ..., "mixes": [{name, kind, description, flags, knobs, mix, nodes, gpus,
+//   policies: {P: {unalloc_pct_at_100: {mean, sd}, unalloc_pct_at_130: {mean, sd},
+//   seconds_per_experiment}}, wall_seconds}], "summary": {...}}; in replay mode each policy has
+// {gpu_alloc_time_weighted_pct, wait_p95_s, wait_p50_s, never_placed, peak_pending: {mean, sd}}
+// and the summary is the ReplayFamilySummary. FamilyTable likewise.
+std::string FamilyJson(const std::vector<FamilyMixResult>& results, const FamilyOptions& options,
+                       const std::string& candidate, const std::string& reference);
+
+}  // namespace tessera

@@ -1,0 +1,250 @@
+#include "sim/mix_knobs.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "sim/family.h"
+
+namespace tessera {
+namespace {
+
+GeneratorConfig Applied(const MixFlags& flags) {
+  GeneratorConfig c;
+  Status st = ApplyMixFlags(flags, c);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return c;
+}
+
+double Share(int64_t part, int64_t whole) {
+  return static_cast<double>(part) / static_cast<double>(whole);
+}
+
+TEST(MixKnobs, NoFlagKeepsTheConfig) {
+  const GeneratorConfig base;
+  const GeneratorConfig c = Applied(MixFlags{});
+  EXPECT_EQ(c.cpu_only_share, base.cpu_only_share);
+  EXPECT_EQ(c.gpu_share_share, base.gpu_share_share);
+  EXPECT_EQ(c.multi_gpu_share, base.multi_gpu_share);
+  EXPECT_EQ(c.pinned_share, base.pinned_share);
+  EXPECT_EQ(c.share_milli.size(), base.share_milli.size());
+  EXPECT_TRUE(MixFlags{}.empty());
+  EXPECT_EQ(MixFlags{}.Text(), "");
+}
+
+TEST(MixKnobs, UnnamedClassesShareTheRestByTheirBaseProportions) {
+  const GeneratorConfig base;
+  MixFlags f;
+  f.share_fraction = "0.6";
+  const GeneratorConfig c = Applied(f);
+  EXPECT_DOUBLE_EQ(c.gpu_share_share, 0.6);
+  const double base_rest = 1.0 - base.gpu_share_share;
+  EXPECT_NEAR(c.cpu_only_share, 0.4 * base.cpu_only_share / base_rest, 1e-12);
+  EXPECT_NEAR(c.multi_gpu_share, 0.4 * base.multi_gpu_share / base_rest, 1e-12);
+  EXPECT_EQ(f.Text(), "--share-fraction 0.6");
+}
+
+TEST(MixKnobs, AllFourClassesGivenMustSumToOne) {
+  MixFlags f;
+  f.cpu_only_fraction = "0.1";
+  f.share_fraction = "0.2";
+  f.whole_fraction = "0.3";
+  f.multi_gpu_fraction = "0.4";
+  const GeneratorConfig c = Applied(f);
+  EXPECT_DOUBLE_EQ(c.cpu_only_share, 0.1);
+  EXPECT_DOUBLE_EQ(c.gpu_share_share, 0.2);
+  EXPECT_DOUBLE_EQ(c.multi_gpu_share, 0.4);
+  f.multi_gpu_fraction = "0.3";
+  GeneratorConfig d;
+  Status st = ApplyMixFlags(f, d);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("must sum to 1"), std::string::npos) << st.message();
+}
+
+TEST(MixKnobs, ShareSizeDistributions) {
+  const GeneratorConfig base;
+  struct Case {
+    std::string text;
+    size_t items;
+    int lo, hi;
+  };
+  for (const Case& k : {Case{"small", 251, 50, 300}, Case{"large", 451, 500, 950},
+                        Case{"uniform:10-990", 981, 10, 990}, Case{"500:1", 1, 500, 500},
+                        Case{"250:1,500:2.5,750:1", 3, 250, 750}}) {
+    auto r = ParseShareSizes(k.text, base.share_milli);
+    ASSERT_TRUE(r.ok()) << k.text << ": " << r.status().message();
+    EXPECT_EQ(r->size(), k.items) << k.text;
+    EXPECT_EQ(r->front().value, k.lo) << k.text;
+    EXPECT_EQ(r->back().value, k.hi) << k.text;
+  }
+  auto trace = ParseShareSizes("trace", base.share_milli);
+  ASSERT_TRUE(trace.ok());
+  EXPECT_EQ(trace->size(), base.share_milli.size());
+}
+
+TEST(MixKnobs, BadValuesNameTheFlagAndTheValue) {
+  struct Case {
+    const char* what;
+    MixFlags flags;
+    const char* expect;
+  };
+  auto with = [](auto set) {
+    MixFlags f;
+    set(f);
+    return f;
+  };
+  const Case cases[] = {
+      {"fraction above 1", with([](MixFlags& f) { f.share_fraction = "1.5"; }),
+       "--share-fraction: '1.5' is outside the allowed range [0, 1]"},
+      {"negative fraction", with([](MixFlags& f) { f.cpu_only_fraction = "-0.1"; }),
+       "--cpu-only-fraction: '-0.1'"},
+      {"not a number", with([](MixFlags& f) { f.pinned_fraction = "half"; }),
+       "--pinned-fraction: 'half'"},
+      {"nan", with([](MixFlags& f) { f.whole_fraction = "nan"; }), "--whole-fraction: 'nan'"},
+      {"sum above 1", with([](MixFlags& f) {
+         f.share_fraction = "0.7";
+         f.whole_fraction = "0.5";
+       }),
+       "sum to 1.2, more than 1"},
+      {"all CPU-only", with([](MixFlags& f) { f.cpu_only_fraction = "1"; }),
+       "at most 99.9% may be CPU-only"},
+      {"share size 1000", with([](MixFlags& f) { f.share_sizes = "1000:1"; }),
+       "--share-sizes: '1000:1' has a value outside 1..999"},
+      {"share size twice", with([](MixFlags& f) { f.share_sizes = "500:1,500:2"; }),
+       "names the value 500 twice"},
+      {"zero weight", with([](MixFlags& f) { f.share_sizes = "500:0"; }),
+       "has a weight that is not a number in (0, 1e12]"},
+      {"unknown name", with([](MixFlags& f) { f.share_sizes = "tiny"; }),
+       "--share-sizes: 'tiny' is not a distribution"},
+      {"bad uniform", with([](MixFlags& f) { f.share_sizes = "uniform:900-100"; }),
+       "must be uniform:LO-HI"},
+      {"multi count 1", with([](MixFlags& f) { f.multi_gpu_counts = "1:1"; }),
+       "--multi-gpu-counts: '1:1' has a value outside 2..8"},
+      {"multi count above the largest node", with([](MixFlags& f) { f.multi_gpu_counts = "16:1"; }),
+       "outside 2..8"},
+      {"empty list item", with([](MixFlags& f) { f.multi_gpu_counts = "2:1,"; }),
+       "is not VALUE:WEIGHT"},
+      {"scale too small", with([](MixFlags& f) { f.cpu_per_gpu_scale = "0.01"; }),
+       "--cpu-per-gpu-scale: '0.01' is outside the allowed range [0.1, 10]"},
+      {"scale inf", with([](MixFlags& f) { f.memory_per_gpu_scale = "inf"; }),
+       "--memory-per-gpu-scale: 'inf'"},
+  };
+  for (const Case& c : cases) {
+    GeneratorConfig config;
+    const GeneratorConfig before = config;
+    Status st = ApplyMixFlags(c.flags, config);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.what << ": " << st.message();
+    EXPECT_EQ(config.gpu_share_share, before.gpu_share_share) << c.what << ": changed on error";
+    EXPECT_EQ(config.share_milli.size(), before.share_milli.size()) << c.what;
+  }
+}
+
+TEST(MixKnobs, ScalesChangeGpuProfilesOnly) {
+  const GeneratorConfig base;
+  MixFlags f;
+  f.cpu_per_gpu_scale = "1.5";
+  f.memory_per_gpu_scale = "0.5";
+  const GeneratorConfig c = Applied(f);
+  for (size_t i = 0; i < c.whole_profiles.size(); ++i) {
+    EXPECT_EQ(c.whole_profiles[i].cpu_milli,
+              std::llround(static_cast<double>(base.whole_profiles[i].cpu_milli) * 1.5));
+    EXPECT_EQ(c.whole_profiles[i].memory_mib,
+              std::llround(static_cast<double>(base.whole_profiles[i].memory_mib) * 0.5));
+  }
+  EXPECT_EQ(c.share_profiles[0].cpu_milli,
+            std::llround(static_cast<double>(base.share_profiles[0].cpu_milli) * 1.5));
+  EXPECT_EQ(c.multi_profiles_per_gpu[0].cpu_milli,
+            std::llround(static_cast<double>(base.multi_profiles_per_gpu[0].cpu_milli) * 1.5));
+  for (size_t i = 0; i < c.cpu_only_profiles.size(); ++i) {
+    EXPECT_EQ(c.cpu_only_profiles[i].cpu_milli, base.cpu_only_profiles[i].cpu_milli);
+  }
+}
+
+// The knobs show in the generated workload: class shares within sampling error, share sizes
+// from the given distribution only, multi-GPU counts and pins as asked.
+TEST(MixKnobs, GeneratedWorkloadFollowsTheKnobs) {
+  MixFlags f;
+  f.cpu_only_fraction = "0.1";
+  f.share_fraction = "0.5";
+  f.multi_gpu_fraction = "0.1";
+  f.share_sizes = "300:1,400:1,700:1";
+  f.multi_gpu_counts = "2:1,4:1";
+  f.pinned_fraction = "0";
+  GeneratorConfig c = Applied(f);
+  c.num_nodes = 200;
+  auto trace = Generate(c, 7);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  const WorkloadMix m = MixOf(trace->pods);
+  ASSERT_GT(m.pods, 1000);
+  EXPECT_NEAR(Share(m.cpu_only, m.pods), 0.1, 0.03);
+  EXPECT_NEAR(Share(m.share, m.pods), 0.5, 0.03);
+  EXPECT_NEAR(Share(m.multi, m.pods), 0.1, 0.03);
+  EXPECT_NEAR(Share(m.whole, m.pods), 0.3, 0.03);
+  EXPECT_EQ(m.pinned, 0);
+  std::set<int> sizes, counts;
+  for (const Workload& w : trace->pods) {
+    if (w.demand.IsShare()) sizes.insert(w.demand.gpu_milli);
+    if (w.demand.num_gpu > 1) counts.insert(w.demand.num_gpu);
+  }
+  EXPECT_EQ(sizes, (std::set<int>{300, 400, 700}));
+  EXPECT_EQ(counts, (std::set<int>{2, 4}));
+}
+
+TEST(MixFamily, HasAtLeast24UniquelyNamedMixesThatAllGenerate) {
+  const auto& family = DefaultMixFamily();
+  ASSERT_GE(family.size(), 24u);
+  std::set<std::string> names;
+  for (const FamilyMix& m : family) {
+    EXPECT_TRUE(names.insert(m.name).second) << m.name;
+    GeneratorConfig c;
+    c.num_nodes = 30;
+    Status st = ApplyMixFlags(m.flags, c);
+    ASSERT_TRUE(st.ok()) << m.name << ": " << st.message();
+    auto trace = Generate(c, 1);
+    EXPECT_TRUE(trace.ok()) << m.name << ": " << trace.status().message();
+  }
+  EXPECT_EQ(PaperTraceNames().size(), 17u);
+}
+
+FamilyMixResult FakeMix(const std::string& name, double c100, double c100sd, double c130,
+                        double f100, double f100sd, double f130) {
+  FamilyMixResult r;
+  r.name = name;
+  FillSummary c, f;
+  c.policy = "tessera";
+  c.unalloc_at_100 = {.mean = c100, .stddev = c100sd};
+  c.unalloc_at_130 = {.mean = c130, .stddev = 0.1};
+  f.policy = "fgd";
+  f.unalloc_at_100 = {.mean = f100, .stddev = f100sd};
+  f.unalloc_at_130 = {.mean = f130, .stddev = 0.1};
+  r.results = {c, f};
+  return r;
+}
+
+TEST(MixFamily, SummaryCountsEachBound) {
+  const std::vector<FamilyMixResult> results = {
+      FakeMix("better", 2.0, 0.2, 0.5, 2.5, 0.2, 0.6),
+      FakeMix("worse-at-100", 3.1, 0.2, 0.5, 3.0, 0.2, 0.6),
+      FakeMix("end-within-slack", 2.0, 0.2, 0.65, 2.5, 0.2, 0.6),
+      FakeMix("end-beyond-slack", 2.0, 0.2, 0.75, 2.5, 0.2, 0.6),
+      FakeMix("noisy", 2.0, 0.4, 0.5, 2.5, 0.2, 0.6),
+  };
+  const FamilySummary s = SummarizeFamily(results, "tessera", "fgd");
+  EXPECT_EQ(s.mixes, 5);
+  EXPECT_EQ(s.le_at_100, 4);
+  EXPECT_EQ(s.above_at_100, std::vector<std::string>{"worse-at-100"});
+  EXPECT_EQ(s.within_slack_at_130, 4);
+  EXPECT_EQ(s.above_at_130, std::vector<std::string>{"end-beyond-slack"});
+  EXPECT_EQ(s.sd_within_limit, 4);
+  EXPECT_EQ(s.sd_above, std::vector<std::string>{"noisy"});
+  EXPECT_DOUBLE_EQ(s.max_sd_ratio, 2.0);
+  EXPECT_FALSE(s.all_bounds_met());
+  const FamilySummary ok = SummarizeFamily({results[0], results[2]}, "tessera", "fgd");
+  EXPECT_TRUE(ok.all_bounds_met());
+  EXPECT_FALSE(SummarizeFamily({}, "tessera", "fgd").all_bounds_met());
+}
+
+}  // namespace
+}  // namespace tessera
