@@ -26,11 +26,17 @@ std::unique_ptr<Scorer> MakeClusteringScorer();
 std::unique_ptr<Scorer> MakePackingScorer();
 std::unique_ptr<Scorer> MakeBestFitScorer();
 std::unique_ptr<Scorer> MakeFgdScorer(const TargetWorkload& target);
-// Tunables of the tessera policy (defaults measured on the FGD benchmark, docs/POLICIES.md).
+// Tunables of the tessera policy; each default and its rationale is in docs/POLICIES.md.
 struct TesseraConfig {
   double stranding_weight = 0.1;    // lambda: weight of GPU stranded by CPU exhaustion
   double score_temperature = 1000;  // T: milli-GPU per sigmoid unit; sets the tie width
   double coverage_pct = 95;         // learned shapes kept until they cover this % of tasks
+  // mu: weight of the share-packing loss (GPU -> milli-GPU x mu). Large enough to act as a
+  // lexicographic key: among loss-free choices the other terms decide.
+  double packing_weight = 20;
+  // sigma: weight of the model-scarcity loss, in milli-GPU of pinned demand displaced per
+  // milli-GPU placed; 1 puts it in the units of Delta F. 0 turns it off.
+  double scarcity_weight = 1;
   Status Validate() const;
 };
 std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& config = {});

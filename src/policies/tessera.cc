@@ -1,16 +1,22 @@
-// Tessera's policy: fragmentation descent with CPU-stranding look-ahead and a share-packing
-// loss, against the workload mix learned online.
+// Tessera's policy: fragmentation descent with CPU-stranding look-ahead, a share-packing loss
+// and a model-scarcity loss, against the workload mix learned online.
 //
 // For a node with free CPU c and idle GPU R (milli), and the learned workload ratio kappa
 // (milli-CPU requested per milli-GPU requested, over every workload seen so far), the GPU that
 // CPU exhaustion will strand is S = max(0, R - c / kappa). The policy minimises
-//   Delta F + lambda * Delta S
-// where F is the FGD fragmentation measure against the shapes learned online (docs/POLICIES.md),
-// plus, for a GPU-share pod, mu * 1000 * Loss(r, d): how far putting share d on a GPU with r
-// free moves away from an optimal fractional packing of the shares seen so far (LP dual
-// prices, share_prices.h). It scores the sum like FGD: floor(100 * sigmoid(-x / T)), so candidates
-// within about T/25 milli-GPU of each other tie and the engine's seeded node order spreads them.
+//   x = Delta F + lambda * Delta S + mu * 1000 * Loss(r, d) + sigma * (p_m - p_min(A)) * g
+// where F is the FGD fragmentation measure against the shapes learned online (docs/POLICIES.md);
+// Loss(r, d), for a GPU-share pod only, is how far putting share d on a GPU with r free moves
+// away from an optimal fractional packing of the shares seen so far (LP dual prices,
+// share_prices.h); and p_m is the scarcity of the node's GPU model m: the share of m's free GPU
+// that the model-pinned demand seen so far would claim if the mix filled the cluster (each
+// pinned class spread over its allowed models by free capacity, capped at 1), p_min(A) the
+// lowest price among the models the pod allows and g its milli-GPU. Model prices are recomputed
+// at the first PreScore after each re-learning, so they are constant while scores are cached.
+// It scores x like FGD: floor(100 * sigmoid(-x / T)), so candidates within about T/25 milli-GPU
+// of each other tie and the engine's seeded node order spreads them.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -22,17 +28,55 @@
 namespace tessera {
 namespace {
 
+constexpr int kModels = 64;  // model ids of a ModelMask
+
 struct Learned {
   double kappa = 14.0;  // milli-CPU per milli-GPU; replaced once workloads were seen
   SharePrices prices;   // dual prices of the share-packing LP over the shares seen so far
+  // Scarcity of each GPU model: the share of its capacity that the model-pinned GPU demand
+  // seen so far would claim if the mix filled the cluster (capped at 1). Updated at Learn.
+  std::array<double, kModels> model_price{};
+  // GPU capacity per model (milli), taken from the cluster when its node count changes.
+  std::array<double, kModels> model_capacity{};
+  TargetWorkload all_shapes;  // every shape seen, at the last Learn
+  bool prices_stale = false;  // Learn ran; the next PreScore recomputes the model prices
+
+  // The lowest price among the models of `mask` present in the cluster (0 for mask 0 when
+  // some model has price 0, as for any pod that may use every model).
+  double MinPrice(ModelMask mask) const {
+    double best = 1.0;
+    for (int m = 0; m < kModels; ++m) {
+      if (model_capacity[m] <= 0) continue;
+      if (mask != 0 && !((mask >> m) & 1)) continue;
+      best = std::min(best, model_price[m]);
+    }
+    return best;
+  }
 };
 
-// Weight of the packing loss (GPU, times 1000 -> milli-GPU, times this). At 20 a loss of
-// 1/12 GPU adds 1.7 GPU to x, more than Delta F of a share pod usually moves, so GPUs that keep
-// the LP's patterns win and Delta F + lambda Delta S decides among them. Measured on the
-// default trace (seeds 42-51): 0.5, 1, 2, 4, 8, 20, 100 gave 4.15, 4.12, 4.07, 3.94, 3.91,
-// 3.90, 3.90 % unallocated at 100% arrival (docs/POLICIES.md).
-constexpr double kPackingWeight = 20.0;
+// u_m = sum over pinned classes k that allow m of D_k / cap(A_k), where D_k is class k's share
+// of the GPU demand seen so far times the cluster's GPU capacity: each pinned class spreads
+// over its allowed models in proportion to their capacity.
+void LearnModelPrices(const TargetWorkload& all, Learned& l) {
+  l.model_price.fill(0.0);
+  double total_cap = 0, total_gpu = 0;
+  for (double c : l.model_capacity) total_cap += c;
+  for (const TaskShape& t : all.shapes) total_gpu += t.popularity * t.num_gpu * t.gpu_milli;
+  if (total_cap <= 0 || total_gpu <= 0) return;
+  for (const TaskShape& t : all.shapes) {
+    if (t.models == 0 || t.num_gpu == 0) continue;
+    double cap = 0;
+    for (int m = 0; m < kModels; ++m) {
+      if ((t.models >> m) & 1) cap += l.model_capacity[m];
+    }
+    if (cap <= 0) continue;
+    const double demand = t.popularity * t.num_gpu * t.gpu_milli / total_gpu * total_cap;
+    for (int m = 0; m < kModels; ++m) {
+      if ((t.models >> m) & 1) l.model_price[m] += demand / cap;
+    }
+  }
+  for (double& p : l.model_price) p = std::min(1.0, p);
+}
 
 class TesseraScorer final : public FragDescentScorer {
  public:
@@ -51,7 +95,25 @@ class TesseraScorer final : public FragDescentScorer {
       if (t.num_gpu == 1 && t.gpu_milli < 1000) shares.push_back({t.gpu_milli, t.popularity});
     }
     learned_->prices = SharePrices::Solve(shares);
+    learned_->all_shapes = seen.Build(100.0);
+    learned_->prices_stale = true;
     return seen.Build(cfg_.coverage_pct);
+  }
+
+ public:
+  void PreScore(const ClusterState& state, const Demand& d, std::span<const NodeIdx> feasible,
+                Rng& rng) override {
+    if (learned_->prices_stale) {
+      learned_->model_capacity.fill(0.0);
+      for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
+        const NodeSpec& spec = state.spec(n);
+        if (spec.gpu_count <= 0 || spec.model >= kModels) continue;
+        learned_->model_capacity[spec.model] += state.free(n).gpu_total;
+      }
+      LearnModelPrices(learned_->all_shapes, *learned_);
+      learned_->prices_stale = false;
+    }
+    FragDescentScorer::PreScore(state, d, feasible, rng);
   }
 
  private:
@@ -72,6 +134,10 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: score_temperature must be in (0, 1e6]");
   if (!(coverage_pct > 0 && coverage_pct <= 100))
     return InvalidArgument("tessera: coverage_pct must be in (0, 100]");
+  if (!(packing_weight >= 0 && packing_weight <= 1000))
+    return InvalidArgument("tessera: packing_weight must be in [0, 1000]");
+  if (!(scarcity_weight >= 0 && scarcity_weight <= 100))
+    return InvalidArgument("tessera: scarcity_weight must be in [0, 100]");
   return Status::Ok();
 }
 
@@ -84,7 +150,11 @@ std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
                                   static_cast<double>(f.gpu_total - d.TotalMilliGpu()), k);
     double x = delta + cfg.stranding_weight * (after - before);
     if (gpu >= 0 && d.IsShare()) {
-      x += kPackingWeight * 1000.0 * learned->prices.Loss(f.gpu[gpu], d.gpu_milli);
+      x += cfg.packing_weight * 1000.0 * learned->prices.Loss(f.gpu[gpu], d.gpu_milli);
+    }
+    if (d.num_gpu > 0 && f.model < kModels && cfg.scarcity_weight > 0) {
+      x += cfg.scarcity_weight * (learned->model_price[f.model] - learned->MinPrice(d.models)) *
+           static_cast<double>(d.TotalMilliGpu());
     }
     return FgdIntegerScore(x * 1000.0 / cfg.score_temperature);
   };

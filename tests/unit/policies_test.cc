@@ -567,6 +567,65 @@ TEST(TesseraPolicyTest, PackingLossKeepsSharesInLpPatterns) {
   EXPECT_EQ(fc.gpus, 0b01u);
 }
 
+// Model scarcity. Observed: three whole-GPU pods pinned to T4 and one unpinned; the cluster has
+// 2 free T4 GPUs and 2 free A100s. If the mix filled the cluster, the T4-pinned pods would ask
+// 3/4 x 4 GPUs = 3 GPUs of the 2 T4s: T4's price is min(1, 1.5) = 1, A100's is 0. An unpinned
+// pod on the T4 node then loses (1 - 0) x its milli-GPU; on the A100 node nothing, and a
+// T4-pinned pod loses nothing on T4 (its cheapest allowed model is T4 itself).
+TEST(TesseraPolicyTest, ScarcityKeepsUnpinnedWorkOffModelsThatPinnedPodsNeed) {
+  Builder b;
+  const NodeIdx t4 = b.Add(Node("t", 64000, 2, "T4"));
+  const NodeIdx a100 = b.Add(Node("a", 64000, 2, "A100-80GB"));
+  const Demand pinned{MilliCpu(0), MiB(0), 1, 1000, Bit("T4")};
+  auto observe = [&](Scorer& s) {
+    for (int i = 0; i < 3; ++i) s.Observe(pinned);
+    s.Observe(Whole(0, 1));
+  };
+  TesseraConfig off;
+  off.scarcity_weight = 0;
+  struct Case {
+    const char* label;
+    NodeIdx node;
+    Demand demand;
+    bool loses;  // the default scores it lower than with scarcity_weight 0
+  };
+  for (const Case& c : {Case{"unpinned whole on T4", t4, Whole(0, 1), true},
+                        Case{"unpinned share on T4", t4, Share(0, 500), true},
+                        Case{"unpinned whole on A100", a100, Whole(0, 1), false},
+                        Case{"T4-pinned whole on T4", t4, pinned, false}}) {
+    auto with = MakeTesseraScorer();
+    auto without = MakeTesseraScorer(off);
+    observe(*with);
+    observe(*without);
+    const double s_with = ScoreOne(*with, b.state, c.node, c.demand).score;
+    const double s_without = ScoreOne(*without, b.state, c.node, c.demand).score;
+    if (c.loses) {
+      EXPECT_LT(s_with, s_without) << c.label;
+    } else {
+      EXPECT_EQ(s_with, s_without) << c.label;
+    }
+  }
+  // The default sends an unpinned pod to the A100 node whatever the tie-break seed.
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Engine e(MakeTesseraScorer(), seed);
+    for (int i = 0; i < 3; ++i) e.Observe(pinned);
+    e.Observe(Whole(0, 1));
+    EXPECT_EQ(e.Decide(b.state, 1, Share(0, 500)).placement.node, a100) << seed;
+  }
+}
+
+TEST(TesseraPolicyTest, ScarcityWeightIsValidated) {
+  TesseraConfig c;
+  for (double bad : {-1.0, 101.0, std::nan("")}) {
+    c.scarcity_weight = bad;
+    EXPECT_FALSE(c.Validate().ok()) << bad;
+  }
+  c.scarcity_weight = 0;
+  EXPECT_TRUE(c.Validate().ok());
+  c.packing_weight = -1;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
 // ---------------------------------------------------------------------------------------
 // SharePrices: dual prices of the share-packing LP.
 
