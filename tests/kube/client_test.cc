@@ -1258,6 +1258,10 @@ struct Recorder {
     std::lock_guard<std::mutex> lock(mu);
     log.clear();
   }
+  int Synced() {
+    std::lock_guard<std::mutex> lock(mu);
+    return synced;
+  }
 };
 
 // True when the informer holds exactly the server's objects, at the same versions and content.
@@ -1317,13 +1321,15 @@ TEST_F(FakeTest, InformerRelistsAfterGoneAndReportsTheDifference) {
   fake_.SetHistoryLimit(0);
   ASSERT_TRUE(WaitUntil([&] { return inf.stats().gone >= 1; }));
   fake_.ClearFaults();
-  ASSERT_TRUE(WaitUntil([&] { return SameAsServer(inf, fake_, "/api/v1/pods"); }));
+  // The relist fills the cache before it calls the handlers; on_synced comes after them.
+  ASSERT_TRUE(
+      WaitUntil([&] { return rec.Synced() >= 2 && SameAsServer(inf, fake_, "/api/v1/pods"); }));
   EXPECT_TRUE(rec.Has("update ml/b"));
   EXPECT_TRUE(rec.Has("delete ml/c"));
   EXPECT_TRUE(rec.Has("add ml/d"));
   EXPECT_FALSE(rec.Has("update ml/a"));  // unchanged objects are not reported
   EXPECT_EQ(inf.stats().lists, 2);
-  EXPECT_EQ(rec.synced, 2);
+  EXPECT_EQ(rec.Synced(), 2);
 
   // The same through an HTTP 410 on reconnect.
   rec.Clear();
@@ -1334,9 +1340,11 @@ TEST_F(FakeTest, InformerRelistsAfterGoneAndReportsTheDifference) {
   fake_.DropAllWatches();
   ASSERT_TRUE(WaitUntil([&] { return inf.stats().gone >= 2; }));
   fake_.ClearFaults();
-  ASSERT_TRUE(WaitUntil([&] { return SameAsServer(inf, fake_, "/api/v1/pods"); }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return rec.Synced() >= 3 && SameAsServer(inf, fake_, "/api/v1/pods"); }));
   EXPECT_TRUE(rec.Has("delete ml/a"));
   EXPECT_EQ(inf.stats().lists, 3);
+  EXPECT_EQ(rec.Synced(), 3);
 }
 
 TEST_F(FakeTest, InformerConvergesDespiteFaults) {

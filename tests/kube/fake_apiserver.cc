@@ -1001,12 +1001,16 @@ struct FakeApiServer::Impl {
 
   // One step of a watch stream: writes what is due (waiting up to 100 ms for it). Returns false
   // to cut the connection.
+  //
+  // Events are collected with the faults read under `mu` (again after waiting), so a fault set
+  // before a write applies to that write's event: with a snapshot taken before the wait, a
+  // stream waiting when SetEventDelay was called delivered the next write at once.
   bool WatchStep(WatchState& w, httplib::DataSink& sink) {
     if (w.done) {
       sink.done();
       return true;
     }
-    const Faults f = CurrentFaults();
+    Faults f = CurrentFaults();
     const auto now = Clock::now();
     const auto cut = [&] {
       std::lock_guard<std::mutex> lock(mu);
@@ -1034,11 +1038,12 @@ struct FakeApiServer::Impl {
       return sink.write(out.data(), out.size());
     }
     std::vector<Pending> batch;
-    bool gone = false;
+    bool gone = false, dropped = false;
     auto next_due = Clock::time_point::max();
     {
       std::unique_lock<std::mutex> lock(mu);
-      CollectLocked(w, f, now, batch, gone, next_due);
+      f = CurrentFaults();  // lock order: mu, then fault_mu
+      CollectLocked(w, f, Clock::now(), batch, gone, next_due);
       if (batch.empty() && !gone) {
         auto until = std::min({now + std::chrono::milliseconds(100), next_due, w.deadline});
         if (w.bookmarks)
@@ -1046,9 +1051,21 @@ struct FakeApiServer::Impl {
               until, w.last_bookmark + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(f.bookmark_interval_s)));
         const uint64_t seen = current_rv;
-        cv.wait_until(lock, until, [&] { return current_rv != seen || stopping.load(); });
-        next_due = Clock::time_point::max();
-        CollectLocked(w, f, Clock::now(), batch, gone, next_due);
+        // Also woken by DropAllWatches and by compaction (SetHistoryLimit), which notify cv.
+        cv.wait_until(lock, until, [&] {
+          return current_rv != seen || stopping.load() || w.generation != drop_generation.load() ||
+                 w.pos < compacted_rv;
+        });
+        dropped = w.generation != drop_generation.load();
+        if (!dropped) {
+          f = CurrentFaults();
+          next_due = Clock::time_point::max();
+          CollectLocked(w, f, Clock::now(), batch, gone, next_due);
+        }
+      }
+      if (dropped) {
+        ++counters.watch_drops;
+        return false;
       }
       if (gone) {
         ++counters.gone;
@@ -1089,7 +1106,6 @@ struct FakeApiServer::Impl {
         return;
       }
     }
-    const Faults f = CurrentFaults();
     double timeout_s = 1800;
     if (req.has_param("timeoutSeconds")) {
       const double t = std::atof(req.get_param_value("timeoutSeconds").c_str());
@@ -1104,6 +1120,7 @@ struct FakeApiServer::Impl {
     w->generation = drop_generation.load();
     {
       std::lock_guard<std::mutex> lock(mu);
+      const Faults f = CurrentFaults();  // read under mu, as in WatchStep
       Resource& r = ResourceLocked(p);
       w->res = &r;
       w->kind = r.kind;
