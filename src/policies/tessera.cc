@@ -9,10 +9,11 @@
 // Loss(r, d), for a GPU-share pod only, is how far putting share d on a GPU with r free moves
 // away from an optimal fractional packing of the shares seen so far (LP dual prices,
 // share_prices.h); and p_m is the scarcity of the node's GPU model m: the share of m's free GPU
-// that the model-pinned demand seen so far would claim if the mix filled the cluster (each
-// pinned class spread over its allowed models by free capacity, capped at 1), p_min(A) the
-// lowest price among the models the pod allows and g its milli-GPU. Model prices are recomputed
-// at the first PreScore after each re-learning, so they are constant while scores are cached.
+// that the model-pinned demand seen so far would claim if the mix filled the cluster up to
+// whichever of GPU and CPU runs out first (each pinned class spread over its allowed models by
+// free capacity, capped at 1), p_min(A) the lowest price among the models the pod allows and g
+// its milli-GPU. Model prices are recomputed at the first PreScore after each re-learning, so
+// they are constant while scores are cached.
 // It scores x like FGD: floor(100 * sigmoid(-x / T)), so candidates within about T/25 milli-GPU
 // of each other tie and the engine's seeded node order spreads them.
 #include <algorithm>
@@ -55,14 +56,13 @@ struct Learned {
 };
 
 // u_m = sum over pinned classes k that allow m of D_k / cap(A_k), where D_k is class k's share
-// of the GPU demand seen so far times the cluster's GPU capacity: each pinned class spreads
-// over its allowed models in proportion to their capacity.
-void LearnModelPrices(const TargetWorkload& all, Learned& l) {
+// of the GPU demand seen so far times the GPU that the mix can still place (`fill_gpu`): each
+// pinned class spreads over its allowed models in proportion to their free capacity.
+void LearnModelPrices(const TargetWorkload& all, double fill_gpu, Learned& l) {
   l.model_price.fill(0.0);
-  double total_cap = 0, total_gpu = 0;
-  for (double c : l.model_capacity) total_cap += c;
+  double total_gpu = 0;
   for (const TaskShape& t : all.shapes) total_gpu += t.popularity * t.num_gpu * t.gpu_milli;
-  if (total_cap <= 0 || total_gpu <= 0) return;
+  if (fill_gpu <= 0 || total_gpu <= 0) return;
   for (const TaskShape& t : all.shapes) {
     if (t.models == 0 || t.num_gpu == 0) continue;
     double cap = 0;
@@ -70,7 +70,7 @@ void LearnModelPrices(const TargetWorkload& all, Learned& l) {
       if ((t.models >> m) & 1) cap += l.model_capacity[m];
     }
     if (cap <= 0) continue;
-    const double demand = t.popularity * t.num_gpu * t.gpu_milli / total_gpu * total_cap;
+    const double demand = t.popularity * t.num_gpu * t.gpu_milli / total_gpu * fill_gpu;
     for (int m = 0; m < kModels; ++m) {
       if ((t.models >> m) & 1) l.model_price[m] += demand / cap;
     }
@@ -105,12 +105,20 @@ class TesseraScorer final : public FragDescentScorer {
                 Rng& rng) override {
     if (learned_->prices_stale) {
       learned_->model_capacity.fill(0.0);
+      double free_gpu = 0, free_cpu = 0;
       for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
         const NodeSpec& spec = state.spec(n);
+        const NodeFree& f = state.free(n);
+        free_cpu += static_cast<double>(f.cpu);
         if (spec.gpu_count <= 0 || spec.model >= kModels) continue;
-        learned_->model_capacity[spec.model] += state.free(n).gpu_total;
+        learned_->model_capacity[spec.model] += f.gpu_total;
+        free_gpu += f.gpu_total;
       }
-      LearnModelPrices(learned_->all_shapes, *learned_);
+      // The mix runs out of whichever of GPU and CPU binds first: at kappa milli-CPU per
+      // milli-GPU, the free CPU carries free_cpu / kappa milli-GPU of further demand.
+      const double fill =
+          learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
+      LearnModelPrices(learned_->all_shapes, fill, *learned_);
       learned_->prices_stale = false;
     }
     FragDescentScorer::PreScore(state, d, feasible, rng);

@@ -159,7 +159,8 @@ ReplayFamilySummary SummarizeReplayFamily(const std::vector<FamilyMixResult>& re
     const ReplaySummary* f = FindReplay(r, reference);
     if (!c || !f) continue;
     ++s.mixes;
-    const double alloc = c->gpu_alloc_time_weighted_pct.mean - f->gpu_alloc_time_weighted_pct.mean;
+    const double alloc =
+        c->gpu_alloc_arrival_window_pct.mean - f->gpu_alloc_arrival_window_pct.mean;
     const double p95 = c->wait_p95_s.mean - f->wait_p95_s.mean;
     if (alloc >= 0) {
       ++s.alloc_ge;
@@ -172,6 +173,7 @@ ReplayFamilySummary SummarizeReplayFamily(const std::vector<FamilyMixResult>& re
       s.p95_above.push_back(r.name);
     }
     s.never_placed_le += c->never_placed.mean <= f->never_placed.mean;
+    s.p99_le += c->wait_p99_s.mean <= f->wait_p99_s.mean;
     s.mean_alloc_diff += alloc;
     s.mean_p95_diff_s += p95;
   }
@@ -195,11 +197,15 @@ std::string ReplayTable(const std::vector<FamilyMixResult>& results, const std::
   const std::vector<ReplaySummary>& first = results.front().replay;
   std::string head = "| mix |", rule = "|---|";
   for (const ReplaySummary& s : first) {
-    head += " " + s.policy + " GPU %tw |";
+    head += " " + s.policy + " GPU % (arrivals) |";
     rule += "---:|";
   }
   for (const ReplaySummary& s : first) {
     head += " " + s.policy + " p95 wait s |";
+    rule += "---:|";
+  }
+  for (const ReplaySummary& s : first) {
+    head += " " + s.policy + " p99 wait s |";
     rule += "---:|";
   }
   for (const ReplaySummary& s : first) {
@@ -212,10 +218,12 @@ std::string ReplayTable(const std::vector<FamilyMixResult>& results, const std::
   for (const FamilyMixResult& r : results) {
     std::string row = "| " + r.name + " |";
     for (const ReplaySummary& s : r.replay)
-      row += Printf(" %.2f ± %.2f |", s.gpu_alloc_time_weighted_pct.mean,
-                    s.gpu_alloc_time_weighted_pct.stddev);
+      row += Printf(" %.2f ± %.2f |", s.gpu_alloc_arrival_window_pct.mean,
+                    s.gpu_alloc_arrival_window_pct.stddev);
     for (const ReplaySummary& s : r.replay)
       row += Printf(" %.0f ± %.0f |", s.wait_p95_s.mean, s.wait_p95_s.stddev);
+    for (const ReplaySummary& s : r.replay)
+      row += Printf(" %.0f ± %.0f |", s.wait_p99_s.mean, s.wait_p99_s.stddev);
     for (const ReplaySummary& s : r.replay) row += Printf(" %.1f |", s.never_placed.mean);
     row += " " + (r.flags.empty() ? std::string("(defaults)") : r.flags) + " |";
     out += row + "\n";
@@ -223,12 +231,12 @@ std::string ReplayTable(const std::vector<FamilyMixResult>& results, const std::
   const ReplayFamilySummary s = SummarizeReplayFamily(results, candidate, reference);
   if (s.mixes > 0) {
     out += Printf(
-        "\n%s's time-weighted GPU allocation >= %s's on %d of %d mixes (below: %s), mean "
+        "\n%s's GPU allocation over the arrival window >= %s's on %d of %d mixes (below: %s), mean "
         "difference %+.2f points; p95 wait <= %s's on %d of %d (above: %s), mean difference "
-        "%+.0f s; never placed <= on %d of %d.\n",
+        "%+.0f s; p99 wait <= on %d of %d; never placed <= on %d of %d.\n",
         candidate.c_str(), reference.c_str(), s.alloc_ge, s.mixes, Names(s.alloc_below).c_str(),
         s.mean_alloc_diff, reference.c_str(), s.p95_le, s.mixes, Names(s.p95_above).c_str(),
-        s.mean_p95_diff_s, s.never_placed_le, s.mixes);
+        s.mean_p95_diff_s, s.p99_le, s.mixes, s.never_placed_le, s.mixes);
   }
   return out;
 }
@@ -347,8 +355,11 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
     auto stat = [](const Stats& st) { return json{{"mean", st.mean}, {"sd", st.stddev}}; };
     for (const ReplaySummary& s : r.replay) {
       policies[s.policy] = {{"gpu_alloc_time_weighted_pct", stat(s.gpu_alloc_time_weighted_pct)},
+                            {"gpu_alloc_arrival_window_pct", stat(s.gpu_alloc_arrival_window_pct)},
                             {"wait_p95_s", stat(s.wait_p95_s)},
                             {"wait_p50_s", stat(s.wait_p50_s)},
+                            {"wait_p99_s", stat(s.wait_p99_s)},
+                            {"mean_wait_s", stat(s.mean_wait_s)},
                             {"never_placed", stat(s.never_placed)},
                             {"peak_pending", stat(s.peak_pending)},
                             {"experiments", s.runs.size()},
@@ -377,6 +388,7 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                     {"candidate_alloc_ge_reference", s.alloc_ge},
                     {"candidate_p95_le_reference", s.p95_le},
                     {"candidate_never_placed_le_reference", s.never_placed_le},
+                    {"candidate_p99_le_reference", s.p99_le},
                     {"alloc_below", s.alloc_below},
                     {"p95_above", s.p95_above},
                     {"mean_alloc_difference_points", s.mean_alloc_diff},

@@ -110,13 +110,14 @@ FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
 // minus the reference, and seconds per experiment; then the summary.
 std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::string& candidate,
                         const std::string& reference);
-// Replay mode: time-weighted GPU allocation (higher is better) and p95 wait (lower is better)
-// of the candidate against the reference, mix by mix.
+// Replay mode: GPU allocation over the arrival window (higher is better) and p95 wait (lower
+// is better) of the candidate against the reference, mix by mix.
 struct ReplayFamilySummary {
   std::string candidate, reference;
   int mixes = 0;
-  int alloc_ge = 0;  // candidate mean time-weighted allocation >= reference's
+  int alloc_ge = 0;  // candidate mean arrival-window allocation >= reference's
   int p95_le = 0;    // candidate mean p95 wait <= reference's
+  int p99_le = 0;    // candidate mean p99 wait <= reference's
   int never_placed_le = 0;
   std::vector<std::string> alloc_below, p95_above;
   double mean_alloc_diff = 0;  // points of GPU %, candidate - reference
@@ -129,8 +130,9 @@ ReplayFamilySummary SummarizeReplayFamily(const std::vector<FamilyMixResult>& re
 // {"options": ..., "mixes": [{name, kind, description, flags, knobs, mix, nodes, gpus,
 //   policies: {P: {unalloc_pct_at_100: {mean, sd}, unalloc_pct_at_130: {mean, sd},
 //   seconds_per_experiment}}, wall_seconds}], "summary": {...}}; in replay mode each policy has
-// {gpu_alloc_time_weighted_pct, wait_p95_s, wait_p50_s, never_placed, peak_pending: {mean, sd}}
-// and the summary is the ReplayFamilySummary. FamilyTable likewise.
+// {gpu_alloc_time_weighted_pct, gpu_alloc_arrival_window_pct, wait_p95_s, wait_p50_s, wait_p99_s,
+// mean_wait_s, never_placed, peak_pending: {mean, sd}} and the summary is the ReplayFamilySummary.
+// FamilyTable likewise.
 std::string FamilyJson(const std::vector<FamilyMixResult>& results, const FamilyOptions& options,
                        const std::string& candidate, const std::string& reference);
 

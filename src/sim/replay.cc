@@ -221,8 +221,10 @@ Status Simulation::Run() {
   });
 
   const SimTime first = pods_[order[0]].creation;
+  const SimTime last_arrival = pods_[order[n - 1]].creation;
   SimTime prev = first;
-  double alloc_integral = 0;  // milli-GPU x seconds
+  double alloc_integral = 0;   // milli-GPU x seconds
+  double window_integral = 0;  // the same over [first, last_arrival]
   size_t next = 0;
   int64_t event_times = 0;
   while (next < n || !departures_.empty()) {
@@ -230,6 +232,10 @@ Status Simulation::Run() {
     if (!departures_.empty()) t = std::min(t, departures_.top().first);
     alloc_integral +=
         static_cast<double>(state_.gpu_allocated_milli()) * static_cast<double>(t - prev);
+    if (prev < last_arrival) {
+      window_integral += static_cast<double>(state_.gpu_allocated_milli()) *
+                         static_cast<double>(std::min(t, last_arrival) - prev);
+    }
     prev = t;
     TESSERA_RETURN_IF_ERROR(DepartAt(t));
     for (; next < n && pods_[order[next]].creation == t; ++next) {
@@ -257,6 +263,12 @@ Status Simulation::Run() {
   run_.gpu_alloc_time_weighted_pct =
       span > 0 ? alloc_integral / (static_cast<double>(state_.gpu_capacity_milli()) * span) * 100.0
                : 0.0;
+  const double window = static_cast<double>(last_arrival - first);
+  run_.last_arrival = last_arrival;
+  run_.gpu_alloc_arrival_window_pct =
+      window > 0
+          ? window_integral / (static_cast<double>(state_.gpu_capacity_milli()) * window) * 100.0
+          : 0.0;
   Summarise();
   return Status::Ok();
 }
@@ -381,6 +393,7 @@ Result<std::vector<ReplaySummary>> RunReplayMatrix(const std::vector<NodeSpec>& 
     s.wait_p99_s = stats(&ReplayRun::wait_p99_s);
     s.mean_wait_s = stats(&ReplayRun::mean_wait_s);
     s.gpu_alloc_time_weighted_pct = stats(&ReplayRun::gpu_alloc_time_weighted_pct);
+    s.gpu_alloc_arrival_window_pct = stats(&ReplayRun::gpu_alloc_arrival_window_pct);
     s.peak_pending = stats(&ReplayRun::peak_pending);
     s.wall_seconds = stats(&ReplayRun::wall_seconds);
     out.push_back(std::move(s));
@@ -391,20 +404,21 @@ Result<std::vector<ReplaySummary>> RunReplayMatrix(const std::vector<NodeSpec>& 
 std::string ReplayTable(const std::vector<ReplaySummary>& results) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-11s %5s %7s %9s %7s %7s %10s %10s %10s %10s %8s %8s %8s\n",
-                "policy", "seeds", "pods", "placed", "never", "imposs.", "wait p50 s", "wait p95 s",
-                "wait p99 s", "mean wait", "GPU %tw", "peak q", "wall s");
+  std::snprintf(line, sizeof line,
+                "%-11s %5s %7s %9s %7s %7s %10s %10s %10s %10s %8s %8s %8s %8s\n", "policy",
+                "seeds", "pods", "placed", "never", "imposs.", "wait p50 s", "wait p95 s",
+                "wait p99 s", "mean wait", "GPU %tw", "GPU %arr", "peak q", "wall s");
   out += line;
   out += std::string(std::string_view(line).size() - 1, '-') + "\n";
   for (const auto& s : results) {
     const double pods = s.runs.empty() ? 0.0 : static_cast<double>(s.runs.front().pods);
     std::snprintf(line, sizeof line,
-                  "%-11s %5zu %7.0f %9.1f %7.1f %7.1f %10.1f %10.1f %10.1f %10.1f %8.2f %8.1f "
-                  "%8.2f\n",
+                  "%-11s %5zu %7.0f %9.1f %7.1f %7.1f %10.1f %10.1f %10.1f %10.1f %8.2f %8.2f "
+                  "%8.1f %8.2f\n",
                   s.policy.c_str(), s.runs.size(), pods, s.placed.mean, s.never_placed.mean,
                   s.impossible.mean, s.wait_p50_s.mean, s.wait_p95_s.mean, s.wait_p99_s.mean,
-                  s.mean_wait_s.mean, s.gpu_alloc_time_weighted_pct.mean, s.peak_pending.mean,
-                  s.wall_seconds.mean);
+                  s.mean_wait_s.mean, s.gpu_alloc_time_weighted_pct.mean,
+                  s.gpu_alloc_arrival_window_pct.mean, s.peak_pending.mean, s.wall_seconds.mean);
     out += line;
   }
   return out;
@@ -439,6 +453,7 @@ std::string ReplayJson(const std::vector<ReplaySummary>& results, const std::str
     p["mean_wait_s"] = mean(&ReplayRun::mean_wait_s);
     p["max_wait_s"] = mean(&ReplayRun::max_wait_s);
     p["gpu_alloc_time_weighted_pct"] = mean(&ReplayRun::gpu_alloc_time_weighted_pct);
+    p["gpu_alloc_arrival_window_pct"] = mean(&ReplayRun::gpu_alloc_arrival_window_pct);
     p["peak_pending"] = mean(&ReplayRun::peak_pending);
     p["decisions"] = mean(&ReplayRun::decisions);
     p["wall_seconds"] = mean(&ReplayRun::wall_seconds);
@@ -450,6 +465,7 @@ std::string ReplayJson(const std::vector<ReplaySummary>& results, const std::str
                   {"wait_p99_s", stats(s.wait_p99_s)},
                   {"mean_wait_s", stats(s.mean_wait_s)},
                   {"gpu_alloc_time_weighted_pct", stats(s.gpu_alloc_time_weighted_pct)},
+                  {"gpu_alloc_arrival_window_pct", stats(s.gpu_alloc_arrival_window_pct)},
                   {"peak_pending", stats(s.peak_pending)}};
     json seeds = json::array();
     json runs = json::array();
@@ -467,6 +483,8 @@ std::string ReplayJson(const std::vector<ReplaySummary>& results, const std::str
                       {"mean_wait_s", r.mean_wait_s},
                       {"max_wait_s", r.max_wait_s},
                       {"gpu_alloc_time_weighted_pct", r.gpu_alloc_time_weighted_pct},
+                      {"gpu_alloc_arrival_window_pct", r.gpu_alloc_arrival_window_pct},
+                      {"last_arrival_s", r.last_arrival},
                       {"peak_pending", r.peak_pending},
                       {"first_arrival_s", r.first_arrival},
                       {"last_event_s", r.last_event},

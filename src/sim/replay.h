@@ -25,7 +25,8 @@
 //   * Queueing delay (wait) = start - creation, over placed pods; percentiles interpolate
 //     linearly between order statistics. Time-weighted GPU allocation = integral of
 //     allocated milli-GPU over [first arrival, last event] / (GPU capacity x that span),
-//     in percent (0 when the span is empty).
+//     in percent (0 when the span is empty). The arrival-window allocation is the same integral
+//     over [first arrival, last arrival] divided by capacity x that window.
 //   * The seed drives only the engine's tie-break order and the random policy's draws; the
 //     run is deterministic in (nodes, pods, policy, seed). The fgd policy's target workload is
 //     TargetWorkload::FromDemands over all pods' demands (as RunFill).
@@ -77,6 +78,10 @@ struct ReplayRun {
   int64_t delayed = 0;  // placed with a positive wait
   double wait_p50_s = 0, wait_p95_s = 0, wait_p99_s = 0, mean_wait_s = 0, max_wait_s = 0;
   double gpu_alloc_time_weighted_pct = 0;
+  // The same integral over the arrival window [first arrival, last arrival] only, so that
+  // long-running pods after the last arrival do not dilute it.
+  double gpu_alloc_arrival_window_pct = 0;
+  SimTime last_arrival = 0;
   int64_t peak_pending = 0;  // largest number of waiting pods at any time
   SimTime first_arrival = 0;
   SimTime last_event = 0;
@@ -92,7 +97,7 @@ struct ReplaySummary {
   std::string policy;
   std::vector<ReplayRun> runs;  // one per seed, in seed order
   Stats placed, never_placed, impossible, wait_p50_s, wait_p95_s, wait_p99_s, mean_wait_s,
-      gpu_alloc_time_weighted_pct, peak_pending, wall_seconds;
+      gpu_alloc_time_weighted_pct, gpu_alloc_arrival_window_pct, peak_pending, wall_seconds;
 };
 
 // Runs every (policy, seed) pair; fails on an empty or duplicated policy list, an empty seed

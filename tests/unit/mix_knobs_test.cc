@@ -246,5 +246,37 @@ TEST(MixFamily, SummaryCountsEachBound) {
   EXPECT_FALSE(SummarizeFamily({}, "tessera", "fgd").all_bounds_met());
 }
 
+FamilyMixResult FakeReplay(const std::string& name, double c_alloc, double c_p95, double f_alloc,
+                           double f_p95) {
+  FamilyMixResult r;
+  r.name = name;
+  ReplaySummary c, f;
+  c.policy = "tessera";
+  c.gpu_alloc_arrival_window_pct = {.mean = c_alloc};
+  c.wait_p95_s = {.mean = c_p95};
+  f.policy = "fgd";
+  f.gpu_alloc_arrival_window_pct = {.mean = f_alloc};
+  f.wait_p95_s = {.mean = f_p95};
+  r.replay = {c, f};
+  return r;
+}
+
+TEST(MixFamily, ReplaySummaryComparesAllocationAndWait) {
+  const ReplayFamilySummary s = SummarizeReplayFamily(
+      {FakeReplay("better", 50, 10, 48, 20), FakeReplay("less-allocated", 47, 10, 48, 20),
+       FakeReplay("waits-longer", 50, 30, 48, 20)},
+      "tessera", "fgd");
+  EXPECT_EQ(s.mixes, 3);
+  EXPECT_EQ(s.alloc_ge, 2);
+  EXPECT_EQ(s.alloc_below, std::vector<std::string>{"less-allocated"});
+  EXPECT_EQ(s.p95_le, 2);
+  EXPECT_EQ(s.p95_above, std::vector<std::string>{"waits-longer"});
+  EXPECT_DOUBLE_EQ(s.mean_alloc_diff, (2.0 - 1.0 + 2.0) / 3);
+  const std::string table = FamilyTable({FakeReplay("m", 50, 10, 48, 20)}, "tessera", "fgd");
+  EXPECT_NE(table.find("tessera GPU % (arrivals)"), std::string::npos) << table;
+  EXPECT_NE(table.find("| m | 50.00 ± 0.00 | 48.00 ± 0.00 | 10 ± 0 | 20 ± 0 |"), std::string::npos)
+      << table;
+}
+
 }  // namespace
 }  // namespace tessera

@@ -172,12 +172,27 @@ TEST(ReplayTest, PodWaitsForDeparture) {
   CheckOutcomes(nodes, pods, r);
 }
 
+// A long-running pod after the last arrival dilutes the time-weighted figure but not the
+// arrival-window one: 2000 milli over 0..10, then 1000 milli over 10..1010.
+TEST(ReplayTest, ArrivalWindowAllocationIgnoresTheTailAfterTheLastArrival) {
+  const std::vector<NodeSpec> nodes = {Node("n0", 2)};
+  const std::vector<Workload> pods = {Pod("a", 0, 10, 2), Pod("b", 10, 1010, 1)};
+  const ReplayRun r = MustRun(nodes, pods);
+  EXPECT_EQ(r.last_arrival, 10);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_arrival_window_pct, 100.0);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_time_weighted_pct,
+                   (2000.0 * 10 + 1000.0 * 1000) / (2000.0 * 1010) * 100);
+}
+
 TEST(ReplayTest, TimeWeightedAllocation) {
   const std::vector<NodeSpec> nodes = {Node("n0", 2)};
   // 1000 milli for 0..100 and 500 milli for 50..150 over 2000 x 150: 150000 / 300000.
   const std::vector<Workload> pods = {Pod("a", 0, 100), Pod("b", 50, 150, 1, 500)};
   const ReplayRun r = MustRun(nodes, pods);
   EXPECT_DOUBLE_EQ(r.gpu_alloc_time_weighted_pct, 50.0);
+  // Arrival window 0..50: 1000 milli over 2000 x 50.
+  EXPECT_EQ(r.last_arrival, 50);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_arrival_window_pct, 50.0);
   EXPECT_EQ(r.delayed, 0);
   EXPECT_DOUBLE_EQ(r.wait_p99_s, 0);
 }
