@@ -1,5 +1,6 @@
 #include "kube/informer.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 
@@ -109,8 +110,18 @@ struct Informer::Impl {
                    replaced, deleted);
     }
     synced->store(true);
+    stale_since.store(0);
     if (handlers.on_synced) handlers.on_synced();
     return Status::Ok();
+  }
+
+  static double Monotonic() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void MarkStale() {
+    double expected = 0;
+    stale_since.compare_exchange_strong(expected, Monotonic());
   }
 
   bool OnEvent(const WatchEvent& ev) {
@@ -119,9 +130,12 @@ struct Informer::Impl {
     if (ev.type == "BOOKMARK") {
       std::lock_guard<std::mutex> lock(mu);
       if (!new_rv.empty()) rv = new_rv;
+      stale_since.store(0);
       return true;
     }
     if (ev.type != "ADDED" && ev.type != "MODIFIED" && ev.type != "DELETED") return true;
+    // The server resumed the watch: what was missed arrives in order from here.
+    stale_since.store(0);
     const std::string key = ObjectKey(ev.object);
     Json old;
     bool existed = false;
@@ -185,6 +199,7 @@ struct Informer::Impl {
         }
       }
       if (events_after > events_before) backoff.Reset();
+      if (!st.ok()) MarkStale();
       if (st.ok()) {
         // Resume at once, unless the server keeps closing empty streams right away.
         const double lasted =
@@ -217,6 +232,9 @@ struct Informer::Impl {
   std::unordered_map<std::string, Json> cache;
   std::string rv;
   InformerStats stats;
+
+  // Monotonic seconds since the watch broke and the view may miss changes; 0 while current.
+  std::atomic<double> stale_since{0};
 
   std::thread thread;
   std::atomic<bool> stop{false};
@@ -251,6 +269,11 @@ void Informer::Stop() {
   impl_->sleep_cv.notify_all();
   if (impl_->cancel) impl_->cancel->Cancel();
   if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool Informer::current(double grace_s) const {
+  const double since = impl_->stale_since.load();
+  return since == 0 || Impl::Monotonic() - since > grace_s;
 }
 
 std::vector<Json> Informer::List() const {

@@ -58,6 +58,10 @@ class Informer {
   Status Start();
   void Stop();
   bool synced() const { return synced_.load(); }
+  // False from the moment a watch breaks (connection lost, 410 Gone, server error) until the
+  // next watch delivers an event or bookmark or a relist completes, so changes made during the
+  // gap may be missing; true again after `grace_s` even if a resumed watch stays quiet.
+  bool current(double grace_s = 2.0) const;
 
   std::vector<Json> List() const;
   std::optional<Json> Get(const std::string& key) const;

@@ -604,6 +604,13 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
             std::chrono::duration<double>(im.config.cycle_interval_s - (now - last_cycle)));
         continue;
       }
+      // A watch that broke may have missed changes (a node deleted, a pod recreated): no
+      // decisions on such a view until the informer has caught up or relisted.
+      if (!nodes.current() || !pods.current()) {
+        l.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
       im.dirty = false;
       last_cycle = now;
       out = im.core->Cycle(now);

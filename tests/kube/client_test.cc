@@ -1347,6 +1347,24 @@ TEST_F(FakeTest, InformerRelistsAfterGoneAndReportsTheDifference) {
   EXPECT_EQ(rec.Synced(), 3);
 }
 
+// A broken watch makes the view not current until the resumed watch delivers an event.
+TEST_F(FakeTest, InformerIsNotCurrentWhileItsWatchIsBroken) {
+  ASSERT_TRUE(fake_.Create("/api/v1/nodes", Node("a")).ok());
+  Informer inf(*client_, "/api/v1/nodes", {}, {}, 5);
+  ASSERT_TRUE(inf.Start().ok());
+  ASSERT_TRUE(WaitUntil([&] { return fake_.counters().active_watches == 1; }));
+  EXPECT_TRUE(inf.current(60));
+  fake_.SetFailureRate(1.0);
+  fake_.DropAllWatches();
+  ASSERT_TRUE(WaitUntil([&] { return !inf.current(60); }));
+  EXPECT_TRUE(inf.current(0));  // past a zero grace it counts as current again
+  fake_.ClearFaults();
+  ASSERT_TRUE(WaitUntil([&] { return fake_.counters().active_watches == 1; }));
+  ASSERT_TRUE(fake_.Create("/api/v1/nodes", Node("b")).ok());
+  ASSERT_TRUE(WaitUntil([&] { return inf.current(60); }));
+  EXPECT_EQ(inf.size(), 2u);
+}
+
 TEST_F(FakeTest, InformerConvergesDespiteFaults) {
   const std::string pods = "/api/v1/namespaces/ml/pods";
   for (int i = 0; i < 40; ++i)
