@@ -25,6 +25,7 @@
 
 #include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
+#include "core/text.h"
 #include "policies/builtin.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
@@ -55,15 +56,6 @@ struct GenerateArgs {
   std::string seed = std::to_string(kDefaultGeneratorSeed);
   MixFlags mix;
 };
-
-std::string Printf(const char* fmt, auto... args) {
-  const int n = std::snprintf(nullptr, 0, fmt, args...);
-  if (n <= 0) return "";
-  std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), fmt, args...);
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
 
 // Wraps `text` at `width` columns as a bullet: "  - " on the first line, 4 spaces after.
 std::string Bullet(const std::string& text, size_t width = 100) {

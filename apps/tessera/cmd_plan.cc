@@ -26,6 +26,7 @@
 
 #include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
+#include "core/text.h"
 #include "sharing/inference_planner.h"
 #include "sim/parva.h"
 #include "sim/report.h"
@@ -52,15 +53,6 @@ struct ScenarioRun {
   int baseline_gpus = -1;  // -1: no baseline
   int baseline_gpcs = -1;
 };
-
-std::string Printf(const char* fmt, auto... args) {
-  const int n = std::snprintf(nullptr, 0, fmt, args...);
-  if (n <= 0) return "";
-  std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), fmt, args...);
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
 
 double MinMargin(const InferencePlan& plan) {
   double m = INFINITY;

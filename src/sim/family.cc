@@ -6,17 +6,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/text.h"
+
 namespace tessera {
 namespace {
-
-std::string Printf(const char* fmt, auto... args) {
-  const int n = std::snprintf(nullptr, 0, fmt, args...);
-  if (n <= 0) return "";
-  std::string out(static_cast<size_t>(n) + 1, '\0');
-  std::snprintf(out.data(), out.size(), fmt, args...);
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
 
 const FillSummary* Find(const FamilyMixResult& r, const std::string& policy) {
   for (const FillSummary& s : r.results) {
