@@ -130,6 +130,7 @@ struct Admission::Impl {
     Resources charged;
     std::vector<WorkloadId> pods;  // running pod ids
     std::vector<Placement> placements;
+    std::vector<SliceAssignment> slices;  // slice jobs: per running pod
     std::string why;
     bool timed_out = false;
     bool has_reservation = false;
@@ -483,18 +484,25 @@ struct Admission::Impl {
     auto attempt = [&](const std::vector<uint8_t>* allowed, std::string* reason) {
       std::vector<WorkloadId> ids;
       std::vector<Placement> places;
+      std::vector<SliceAssignment> slices;
+      std::optional<SliceDemand> sd = j.spec.slice;
+      if (sd) sd->models = d.models;
       for (int i = 0; i < want; ++i) {
         const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(i);
-        Decision dec = self->engine_.Decide(state, pid, d, allowed);
+        Decision dec = sd ? self->engine_.DecideSlice(state, pid, *sd, allowed)
+                          : self->engine_.Decide(state, pid, d, allowed);
         if (!dec.placed) {
-          if (reason && static_cast<int>(ids.size()) < need) *reason = dec.reasons.Summary();
-          if (gpu_bound && want == 1 && d.num_gpu > 0)
+          if (reason && static_cast<int>(ids.size()) < need) *reason = dec.WhyNotPlaced();
+          if (gpu_bound && want == 1 && d.num_gpu > 0 && !sd)
             *gpu_bound = dec.reasons.cpu == 0 && dec.reasons.memory == 0;
           break;
         }
-        if (!state.Allocate(pid, d, dec.placement).ok()) break;
+        const Status st =
+            sd ? state.Allocate(pid, *sd, dec.slice) : state.Allocate(pid, d, dec.placement);
+        if (!st.ok()) break;
         ids.push_back(pid);
         places.push_back(dec.placement);
+        if (sd) slices.push_back(dec.slice);
       }
       if (static_cast<int>(ids.size()) < need) {
         for (auto it = ids.rbegin(); it != ids.rend(); ++it) (void)state.Release(*it);
@@ -505,6 +513,7 @@ struct Admission::Impl {
       }
       j.pods = std::move(ids);
       j.placements = std::move(places);
+      j.slices = std::move(slices);
       return true;
     };
     if (j.spec.topology == TopologyKind::kNone) return attempt(base, why);
@@ -593,6 +602,7 @@ struct Admission::Impl {
     for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
     j.pods.clear();
     j.placements.clear();
+    j.slices.clear();
     qs[j.queue].usage[j.flavor] -= j.charged;
     --qs[j.queue].running;
     j.charged = {};
@@ -635,7 +645,7 @@ struct Admission::Impl {
     // A single pod's failure covers every node it could use; a reservation only adds the
     // job's own nodes to the unreserved ones, so a reserved single pod uses the failures too.
     const bool single = j.spec.pods == 1 && j.spec.topology == TopologyKind::kNone;
-    const bool cached = failure_cache && (!j.has_reservation || single);
+    const bool cached = failure_cache && !j.spec.slice && (!j.has_reservation || single);
     Shape shape{
         d, j.spec.allowed_nodes.get(), j.spec.pods, need, j.spec.topology, j.spec.topology_label};
     if (cached) {
@@ -672,6 +682,7 @@ struct Admission::Impl {
       for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
       j.pods.clear();
       j.placements.clear();
+      j.slices.clear();
       j.why = exact_fit.message();
       return false;
     }
@@ -842,7 +853,9 @@ struct Admission::Impl {
     }
     Resources est_rest = EstimateCharge(j.spec, need, fd.models);
     if (j.has_reservation && j.res_flavor == f) est_rest = Max0(est_rest - j.res_charge);
-    const bool single_pod = j.spec.pods == 1 && j.spec.topology == TopologyKind::kNone;
+    // The free-capacity screens below read NodeFree, which does not describe slice room.
+    const bool single_pod =
+        j.spec.pods == 1 && j.spec.topology == TopologyKind::kNone && !j.spec.slice;
     const auto* only = j.spec.allowed_nodes.get();
     auto node_allowed = [&](NodeIdx n) {
       return (!any_reservation || free_mask[n] ||
@@ -892,13 +905,14 @@ struct Admission::Impl {
       WorkloadId id;
       std::vector<WorkloadId> pods;
       std::vector<Placement> places;
+      std::vector<SliceAssignment> slices;
       int flavor;
       Resources charged;
     };
     std::vector<Saved> taken;
     auto evict = [&](WorkloadId id) {
       Job& v = jobs.at(id);
-      taken.push_back({id, v.pods, v.placements, v.flavor, v.charged});
+      taken.push_back({id, v.pods, v.placements, v.slices, v.flavor, v.charged});
       Release(state, v);
     };
     auto restore = [&](const Saved& s) {
@@ -907,10 +921,17 @@ struct Admission::Impl {
       for (size_t i = 0; i < s.pods.size(); ++i) {
         Demand pd = d;
         pd.models = 0;
-        (void)state.Allocate(s.pods[i], pd, s.places[i]);
+        if (v.spec.slice && i < s.slices.size()) {
+          SliceDemand sd = *v.spec.slice;
+          sd.models = 0;
+          (void)state.Allocate(s.pods[i], sd, s.slices[i]);
+        } else {
+          (void)state.Allocate(s.pods[i], pd, s.places[i]);
+        }
       }
       v.pods = s.pods;
       v.placements = s.places;
+      v.slices = s.slices;
       v.flavor = s.flavor;
       v.charged = s.charged;
       qs[v.queue].usage[s.flavor] += s.charged;
@@ -1090,6 +1111,10 @@ Status Admission::Submit(const JobSpec& job) {
       (d.num_gpu == 0) != (d.gpu_milli == 0) || (d.num_gpu > 1 && d.gpu_milli != 1000) ||
       d.num_gpu > kMaxGpusPerNode)
     return InvalidArgument("job '" + job.name + "': invalid pod demand");
+  if (job.slice) {
+    Status sv = ValidateSliceDemand(*job.slice);
+    if (!sv.ok()) return InvalidArgument("job '" + job.name + "': " + sv.message());
+  }
   if (job.topology == TopologyKind::kSameLabel && job.topology_label.empty())
     return InvalidArgument("job '" + job.name + "': label topology without a label key");
   if (job.id > (~WorkloadId{0}) / kPodsPerJob - 1)
@@ -1126,7 +1151,8 @@ Status Admission::Cancel(WorkloadId job) {
 }
 
 Status Admission::Adopt(ClusterState& state, const JobSpec& job,
-                        const std::vector<Placement>& placements, double start) {
+                        const std::vector<Placement>& placements, double start,
+                        const std::vector<SliceAssignment>& slices) {
   Impl& im = *impl_;
   TESSERA_RETURN_IF_ERROR(Submit(job));
   Impl::Job& j = im.jobs.at(job.id);
@@ -1138,17 +1164,24 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
   };
   if (placements.empty() || static_cast<int>(placements.size()) > job.pods)
     return undo("needs 1.." + std::to_string(job.pods) + " placements");
+  if (job.slice && slices.size() != placements.size())
+    return undo("a slice job needs one slice per placement");
   Demand d = job.pod;
   d.models = 0;
+  std::optional<SliceDemand> sd = job.slice;
+  if (sd) sd->models = 0;
   Resources charge;
   GpuModelId model = kNoGpuModel;
   for (size_t i = 0; i < placements.size(); ++i) {
     const WorkloadId pid = job.id * kPodsPerJob + static_cast<WorkloadId>(i);
     if (placements[i].node >= state.num_nodes()) return undo("unknown node index");
-    Status st = state.Allocate(pid, d, placements[i]);
+    if (sd && (slices[i].node != placements[i].node || slices[i].gpus != placements[i].gpus))
+      return undo("slice and placement disagree");
+    Status st = sd ? state.Allocate(pid, *sd, slices[i]) : state.Allocate(pid, d, placements[i]);
     if (!st.ok()) return undo(state.spec(placements[i].node).name + ": " + st.message());
     j.pods.push_back(pid);
     j.placements.push_back(placements[i]);
+    if (sd) j.slices.push_back(slices[i]);
     model = state.spec(placements[i].node).model;
     charge += im.PodCharge(d, model);
   }
@@ -1364,6 +1397,11 @@ std::string Admission::WhyPending(WorkloadId job) const {
 std::vector<Placement> Admission::Placements(WorkloadId job) const {
   auto it = impl_->jobs.find(job);
   return it == impl_->jobs.end() ? std::vector<Placement>{} : it->second.placements;
+}
+
+std::vector<SliceAssignment> Admission::Slices(WorkloadId job) const {
+  auto it = impl_->jobs.find(job);
+  return it == impl_->jobs.end() ? std::vector<SliceAssignment>{} : it->second.slices;
 }
 
 double Admission::StartTime(WorkloadId job) const {

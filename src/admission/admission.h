@@ -152,6 +152,12 @@ struct JobSpec {
   int priority = 0;
   double arrival = 0;  // seconds
   Demand pod;
+  // Set: each pod is a GPU slice (whole GPUs, a MIG instance, MPS or time-slice) whose
+  // mechanism and size the engine's selector chooses in the cycle (Engine::DecideSlice);
+  // `pod` still carries the host CPU/memory and the GPU-equivalent estimate quota is charged
+  // with. Its models are narrowed by the flavor like `pod`'s. Slice jobs neither share nor
+  // use the per-cycle failure memory, and their preemption skips the free-capacity screen.
+  std::optional<SliceDemand> slice;
   int pods = 1;
   int min_member = 0;  // 0 = all pods
   TopologyKind topology = TopologyKind::kNone;
@@ -210,8 +216,10 @@ class Admission {
   // after a restart): allocates the pods on `state` and charges the queue's first flavor whose
   // models include the pods' GPU model. FailedPrecondition, changing nothing, if a placement
   // does not fit (e.g. a GPU would be assigned twice) or no flavor matches.
+  // For a slice job, `slices` (one per placement) names each pod's slice; it is allocated as
+  // given (a MIG instance must exist and be free).
   Status Adopt(ClusterState& state, const JobSpec& job, const std::vector<Placement>& placements,
-               double start);
+               double start, const std::vector<SliceAssignment>& slices = {});
   // Requeues, whole, every running job with a pod on node n (the node disappeared or became
   // unusable): releases all their pods and makes them pending again. Returns the job ids.
   std::vector<WorkloadId> RequeueNode(ClusterState& state, NodeIdx n, const std::string& why);
@@ -235,6 +243,8 @@ class Admission {
   std::string WhyPending(WorkloadId job) const;
   // Placement of each pod of a running job.
   std::vector<Placement> Placements(WorkloadId job) const;
+  // Slice of each pod of a running slice job (same order as Placements); empty otherwise.
+  std::vector<SliceAssignment> Slices(WorkloadId job) const;
   double StartTime(WorkloadId job) const;  // last admission time; -1 if never admitted
 
   std::vector<QueueStatus> Queues() const;

@@ -1,5 +1,6 @@
 #include "cluster/cluster_state.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 
@@ -38,11 +39,20 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   f.model = spec.model;
   for (int g = 0; g < spec.gpu_count; ++g) f.gpu[g] = 1000;
   f.gpu_total = 1000 * spec.gpu_count;
+  std::vector<GpuSlices> gpus(spec.gpu_count);
+  if (spec.model != kNoGpuModel) {
+    const int64_t memory = GpuCatalog::Builtin().Get(spec.model).memory_mib;
+    for (auto& g : gpus) {
+      g.model = spec.model;
+      g.memory_mib = memory;
+    }
+  }
   const NodeIdx idx = static_cast<NodeIdx>(specs_.size());
   gpu_capacity_milli_ += f.gpu_total;
   by_name_.emplace(spec.name, idx);
   specs_.push_back(std::move(spec));
   free_.push_back(f);
+  gpus_.push_back(std::move(gpus));
   Touch(idx);
   return idx;
 }
@@ -71,79 +81,236 @@ Status ClusterState::CheckFit(NodeIdx n, const Demand& d, GpuMask gpus) const {
   return Status::Ok();
 }
 
+int ClusterState::ShapeClass(const SliceAssignment& a) {
+  if (a.gpus == 0) return -1;
+  return a.kind == SliceKind::kExclusive ? std::popcount(a.gpus) : 0;
+}
+
+void ClusterState::Sync(NodeIdx n, int g, int held_before) {
+  NodeFree& f = free_[n];
+  const GpuSlices& gpu = gpus_[n][g];
+  const int free_now = gpu.FreeMilli();
+  f.gpu_total += free_now - f.gpu[g];
+  f.gpu[g] = static_cast<int16_t>(free_now);
+  gpu_allocated_milli_ += gpu.HeldMilli() - held_before;
+}
+
+void ClusterState::Apply(const Entry& e, int sign) {
+  const SliceAssignment& a = e.slice;
+  NodeFree& f = free_[a.node];
+  f.cpu -= sign * e.cpu;
+  f.memory -= sign * e.memory;
+  const int shape = ShapeClass(a);
+  if (shape >= 0) f.shape_pods[shape] = static_cast<uint16_t>(f.shape_pods[shape] + sign);
+  auto& gpus = gpus_[a.node];
+  for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+    if (!((a.gpus >> g) & 1)) continue;
+    GpuSlices& gpu = gpus[g];
+    const int held_before = gpu.HeldMilli();
+    gpu.clients += sign;
+    switch (a.kind) {
+      case SliceKind::kExclusive:
+        gpu.mode = gpu.clients ? GpuMode::kExclusive : GpuMode::kIdle;
+        break;
+      case SliceKind::kShare:
+        gpu.milli_used += sign * a.gpu_milli;
+        gpu.mode = gpu.clients ? GpuMode::kShare : GpuMode::kIdle;
+        break;
+      case SliceKind::kMps:
+      case SliceKind::kTimeSlice:
+        gpu.thread_pct_used += sign * (a.kind == SliceKind::kMps ? a.thread_pct : 0);
+        gpu.memory_used += sign * a.memory_mib;
+        gpu.mode = gpu.clients == 0            ? GpuMode::kIdle
+                   : a.kind == SliceKind::kMps ? GpuMode::kMps
+                                               : GpuMode::kTimeSlice;
+        break;
+      case SliceKind::kMig:
+      case SliceKind::kMigMps:
+        for (auto& slot : gpu.instances) {
+          if (slot.instance.start != a.mig_start) continue;
+          slot.clients += sign;
+          if (a.kind == SliceKind::kMigMps) {
+            slot.thread_pct_used += sign * a.thread_pct;
+            slot.memory_used += sign * a.memory_mib;
+          }
+          slot.use = slot.clients == 0           ? MigSlot::Use::kFree
+                     : a.kind == SliceKind::kMig ? MigSlot::Use::kWhole
+                                                 : MigSlot::Use::kMps;
+        }
+        break;
+    }
+    Sync(a.node, g, held_before);
+  }
+  Touch(a.node);
+}
+
 Status ClusterState::Allocate(WorkloadId id, const Demand& d, Placement p) {
   if (ledger_.count(id)) return AlreadyExists("workload " + std::to_string(id) + " allocated");
   TESSERA_RETURN_IF_ERROR(CheckFit(p.node, d, p.gpus));
-  NodeFree& f = free_[p.node];
-  f.cpu -= d.cpu.v;
-  f.memory -= d.memory.v;
-  for (int g = 0; g < f.gpu_count; ++g) {
-    if ((p.gpus >> g) & 1) f.gpu[g] = static_cast<int16_t>(f.gpu[g] - d.gpu_milli);
+  Entry e;
+  e.cpu = d.cpu.v;
+  e.memory = d.memory.v;
+  e.slice.node = p.node;
+  e.slice.gpus = p.gpus;
+  if (d.IsShare()) {
+    e.slice.kind = SliceKind::kShare;
+    e.slice.gpu_milli = d.gpu_milli;
   }
-  f.gpu_total -= static_cast<int32_t>(d.TotalMilliGpu());
-  if (d.num_gpu > 0) ++f.shape_pods[ShapeClass(d)];
-  gpu_allocated_milli_ += d.TotalMilliGpu();
-  ledger_.emplace(id, Entry{d, p});
-  Touch(p.node);
+  Apply(e, +1);
+  ledger_.emplace(id, std::move(e));
+  return Status::Ok();
+}
+
+Status ClusterState::Allocate(WorkloadId id, const SliceDemand& d, const SliceAssignment& a) {
+  if (ledger_.count(id)) return AlreadyExists("workload " + std::to_string(id) + " allocated");
+  TESSERA_RETURN_IF_ERROR(CheckFit(d, a));
+  Entry e{d.cpu.v, d.host_memory.v, a};
+  Apply(e, +1);
+  ledger_.emplace(id, std::move(e));
   return Status::Ok();
 }
 
 Status ClusterState::Release(WorkloadId id) {
   auto it = ledger_.find(id);
   if (it == ledger_.end()) return NotFound("workload " + std::to_string(id) + " not allocated");
-  const Demand& d = it->second.demand;
-  const Placement& p = it->second.placement;
-  NodeFree& f = free_[p.node];
-  f.cpu += d.cpu.v;
-  f.memory += d.memory.v;
-  for (int g = 0; g < f.gpu_count; ++g) {
-    if ((p.gpus >> g) & 1) f.gpu[g] = static_cast<int16_t>(f.gpu[g] + d.gpu_milli);
-  }
-  f.gpu_total += static_cast<int32_t>(d.TotalMilliGpu());
-  if (d.num_gpu > 0) --f.shape_pods[ShapeClass(d)];
-  gpu_allocated_milli_ -= d.TotalMilliGpu();
-  Touch(p.node);
+  Apply(it->second, -1);
   ledger_.erase(it);
   return Status::Ok();
 }
 
+const SliceAssignment* ClusterState::Find(WorkloadId id) const {
+  auto it = ledger_.find(id);
+  return it == ledger_.end() ? nullptr : &it->second.slice;
+}
+
+std::vector<WorkloadId> ClusterState::OnGpu(NodeIdx n, int g) const {
+  std::vector<WorkloadId> out;
+  for (const auto& [id, e] : ledger_)
+    if (e.slice.node == n && ((e.slice.gpus >> g) & 1)) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+// Checks one GPU's incremental state against the state recomputed from the ledger, and its
+// mode's limits.
+Status CheckGpu(const GpuSlices& s, const GpuSlices& e, const SliceLimits& limits,
+                const std::string& gname) {
+  if (e.clients != s.clients || e.thread_pct_used != s.thread_pct_used ||
+      e.memory_used != s.memory_used || e.milli_used != s.milli_used)
+    return Internal(gname + ": counters differ from the ledger");
+  if (s.mode == GpuMode::kExclusive && s.clients != 1)
+    return Internal(gname + ": exclusive GPU with " + std::to_string(s.clients) + " workloads");
+  if (s.mode != GpuMode::kMig && (s.mode == GpuMode::kIdle) != (s.clients == 0))
+    return Internal(gname + ": mode does not match occupancy");
+  if (s.mode == GpuMode::kShare && (s.milli_used < 1 || s.milli_used > 1000))
+    return Internal(gname + " over-allocated");
+  if (s.mode == GpuMode::kMps && (s.thread_pct_used > 100 || s.memory_used > s.memory_mib ||
+                                  s.clients > limits.mps_max_clients))
+    return Internal(gname + ": MPS limits over-allocated");
+  if (s.mode == GpuMode::kTimeSlice &&
+      (s.memory_used > s.memory_mib || s.clients > limits.timeslice_max_replicas))
+    return Internal(gname + ": time-slice replicas over-allocated");
+  if (s.mode != GpuMode::kMig && !s.instances.empty())
+    return Internal(gname + ": MIG instances on a MIG-disabled GPU");
+  if (s.mode != GpuMode::kMig) return Status::Ok();
+  const MigGeometry* geo = MigGeometryFor(s.model);
+  if (!geo) return Internal(gname + ": MIG mode on a model without MIG");
+  Status st = CheckMigLayout(*geo, s.Layout());
+  if (!st.ok()) return Internal(gname + ": illegal layout: " + st.message());
+  for (size_t i = 0; i < s.instances.size(); ++i) {
+    const MigSlot& a = s.instances[i];
+    const MigSlot& b = e.instances[i];
+    if (a.clients != b.clients || a.thread_pct_used != b.thread_pct_used ||
+        a.memory_used != b.memory_used)
+      return Internal(gname + ": instance counters differ from the ledger");
+    if (a.use == MigSlot::Use::kWhole && a.clients != 1)
+      return Internal(gname + ": whole instance shared");
+    if (a.memory_used > a.memory_mib || a.thread_pct_used > 100)
+      return Internal(gname + ": MPS limits exceed an instance");
+    if ((a.use == MigSlot::Use::kFree) != (a.clients == 0))
+      return Internal(gname + ": instance use does not match occupancy");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ClusterState::CheckInvariants() const {
   std::vector<NodeFree> expect(free_.size());
+  std::vector<std::vector<GpuSlices>> slices = gpus_;
   for (size_t n = 0; n < specs_.size(); ++n) {
     expect[n].cpu = specs_[n].cpu.v;
     expect[n].memory = specs_[n].memory.v;
-    for (int g = 0; g < specs_[n].gpu_count; ++g) expect[n].gpu[g] = 1000;
+    for (auto& g : slices[n]) {
+      g.clients = 0;
+      g.thread_pct_used = 0;
+      g.memory_used = 0;
+      g.milli_used = 0;
+      for (auto& s : g.instances) s = MigSlot{s.instance, s.memory_mib};
+    }
+  }
+  for (const auto& [id, e] : ledger_) {
+    const SliceAssignment& a = e.slice;
+    if (a.node >= specs_.size()) return Internal("workload " + std::to_string(id) + " off-cluster");
+    NodeFree& f = expect[a.node];
+    f.cpu -= e.cpu;
+    f.memory -= e.memory;
+    const int shape = ShapeClass(a);
+    if (shape >= 0) ++f.shape_pods[shape];
+    if (a.gpus >> slices[a.node].size())
+      return Internal("workload " + std::to_string(id) + " on a GPU the node lacks");
+    for (int g = 0; g < static_cast<int>(slices[a.node].size()); ++g) {
+      if (!((a.gpus >> g) & 1)) continue;
+      GpuSlices& gpu = slices[a.node][g];
+      ++gpu.clients;
+      if (a.kind == SliceKind::kShare) gpu.milli_used += a.gpu_milli;
+      if (a.kind == SliceKind::kMps || a.kind == SliceKind::kTimeSlice) {
+        gpu.memory_used += a.memory_mib;
+        if (a.kind == SliceKind::kMps) gpu.thread_pct_used += a.thread_pct;
+      }
+      if (a.kind == SliceKind::kMig || a.kind == SliceKind::kMigMps) {
+        bool found = false;
+        for (auto& s : gpu.instances) {
+          if (s.instance.start != a.mig_start) continue;
+          found = true;
+          ++s.clients;
+          if (a.kind == SliceKind::kMigMps) {
+            s.thread_pct_used += a.thread_pct;
+            s.memory_used += a.memory_mib;
+          }
+        }
+        if (!found)
+          return Internal("workload " + std::to_string(id) + " on a missing MIG instance");
+      }
+    }
   }
   int64_t allocated = 0;
-  for (const auto& [id, e] : ledger_) {
-    NodeFree& f = expect[e.placement.node];
-    f.cpu -= e.demand.cpu.v;
-    f.memory -= e.demand.memory.v;
-    for (int g = 0; g < kMaxGpusPerNode; ++g) {
-      if ((e.placement.gpus >> g) & 1)
-        f.gpu[g] = static_cast<int16_t>(f.gpu[g] - e.demand.gpu_milli);
-    }
-    if (e.demand.num_gpu > 0) ++f.shape_pods[ShapeClass(e.demand)];
-    allocated += e.demand.TotalMilliGpu();
-  }
   for (size_t n = 0; n < specs_.size(); ++n) {
     const NodeFree& a = free_[n];
     const NodeFree& b = expect[n];
-    const std::string where = "node '" + specs_[n].name + "': ";
-    if (a.cpu != b.cpu) return Internal(where + "free CPU disagrees with the ledger");
-    if (a.memory != b.memory) return Internal(where + "free memory disagrees with the ledger");
-    if (a.cpu < 0 || a.cpu > specs_[n].cpu.v) return Internal(where + "CPU over-allocated");
+    const std::string where = "node '" + specs_[n].name + "'";
+    if (a.cpu != b.cpu) return Internal(where + ": free CPU disagrees with the ledger");
+    if (a.memory != b.memory) return Internal(where + ": free memory disagrees with the ledger");
+    if (a.cpu < 0 || a.cpu > specs_[n].cpu.v) return Internal(where + ": CPU over-allocated");
     if (a.memory < 0 || a.memory > specs_[n].memory.v)
-      return Internal(where + "memory over-allocated");
+      return Internal(where + ": memory over-allocated");
     int32_t total = 0;
     for (int g = 0; g < kMaxGpusPerNode; ++g) {
-      if (a.gpu[g] != b.gpu[g]) return Internal(where + "GPU share disagrees with the ledger");
-      if (g < a.gpu_count && (a.gpu[g] < 0 || a.gpu[g] > 1000))
-        return Internal(where + "GPU " + std::to_string(g) + " over-allocated");
+      const std::string gname = where + " GPU " + std::to_string(g);
+      if (g < specs_[n].gpu_count) {
+        TESSERA_RETURN_IF_ERROR(CheckGpu(gpus_[n][g], slices[n][g], limits_, gname));
+        if (a.gpu[g] != gpus_[n][g].FreeMilli())
+          return Internal(gname + ": free share disagrees with the slice state");
+        allocated += gpus_[n][g].HeldMilli();
+      } else if (a.gpu[g] != 0) {
+        return Internal(gname + ": free share on a GPU the node lacks");
+      }
       total += a.gpu[g];
     }
-    if (total != a.gpu_total) return Internal(where + "GPU total disagrees with per-GPU shares");
-    if (a.shape_pods != b.shape_pods) return Internal(where + "pod shape counts disagree");
+    if (total != a.gpu_total) return Internal(where + ": GPU total disagrees with per-GPU shares");
+    if (a.shape_pods != b.shape_pods) return Internal(where + ": pod shape counts disagree");
   }
   if (allocated != gpu_allocated_milli_) return Internal("cluster GPU allocation total disagrees");
   return Status::Ok();

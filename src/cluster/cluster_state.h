@@ -1,11 +1,30 @@
-// ClusterState: nodes plus the allocation ledger.
+// ClusterState: the one cluster model and allocation ledger. Nodes with their host CPU and
+// memory, and per GPU its slice state (gpu_slices.h): idle, whole (exclusive), milli-GPU
+// shares, MPS clients with thread % and pinned memory limits, time-slice replicas with declared
+// memory, or MIG mode with a legal layout whose instances are free, held whole or run MPS
+// clients. Whole GPUs and milli-GPU shares are kinds of slice; the engine, admission, the
+// simulators, the Kubernetes scheduler and the extender all allocate here.
 //
-// Contract: every node's free CPU, memory and per-GPU free share stay within [0, capacity]
-// at all times; Allocate checks the whole demand before changing anything and fails with a
-// reason otherwise (nothing is partially applied). Release restores exactly the state before
-// the matching Allocate. Each mutation gives the touched node a new stamp, unique across all
-// ClusterState objects of the process (copies included), so callers can cache per-node derived
-// values by stamp.
+// Contract:
+//  * Every allocation is checked whole before anything changes (nothing is partially applied)
+//    and fails with a reason; Release restores exactly the state before the matching Allocate.
+//  * Host CPU and memory stay within [0, capacity].
+//  * A non-MIG GPU is in one mode at a time, set by its first occupant and back to idle when the
+//    last leaves: exclusive (one workload), share (milli-GPU shares summing to at most 1000),
+//    MPS (at most SliceLimits::mps_max_clients clients, thread % summing to at most 100, pinned
+//    memory limits summing to at most the GPU's memory) or time-slicing (at most
+//    timeslice_max_replicas replicas, declared memory summing to at most the GPU's memory; a
+//    replica may declare 0, an unguarded replica, whose risk the caller owns).
+//  * A MIG-enabled GPU holds a legal layout (mig_geometry.h); each instance is free, held whole
+//    by one workload, or runs MPS clients (limit floor(48 x G / compute slices of the GPU),
+//    thread % and memory limits within the instance).
+//  * NodeFree (the compact view the placement loop reads for every node) is derived from the
+//    slice state: gpu[g] is GpuSlices::FreeMilli(), the capacity whole-GPU and milli-share
+//    demands may use. gpu_allocated_milli() sums GpuSlices::HeldMilli() over all GPUs.
+//  * SetMigLayout changes a layout only if no instance it destroys is in use; switching MIG mode
+//    needs the GPU idle.
+//  * Each mutation gives the touched node a new stamp, unique across all ClusterState objects
+//    of the process (copies included), so callers can cache per-node derived values by stamp.
 // Not thread-safe; callers serialise access (the engine reads it between mutations).
 #pragma once
 
@@ -15,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/gpu_slices.h"
 #include "cluster/types.h"
 #include "core/status.h"
 
@@ -52,51 +72,89 @@ Status ValidateNodeSpec(const NodeSpec& spec);
 
 class ClusterState {
  public:
-  ClusterState() = default;
+  explicit ClusterState(SliceLimits limits = {}) : limits_(limits) {}
 
-  // Adds a node, fully free. Fails on an empty or duplicate name, non-positive CPU or
-  // memory, more than kMaxGpusPerNode GPUs, or a GPU count without a model (or vice versa).
+  // Adds a node, fully free, all GPUs idle with MIG disabled. Fails on an empty or duplicate
+  // name, non-positive CPU or memory, more than kMaxGpusPerNode GPUs, or a GPU count without a
+  // model (or vice versa).
   Result<NodeIdx> AddNode(NodeSpec spec);
 
   size_t num_nodes() const { return specs_.size(); }
   const NodeSpec& spec(NodeIdx n) const { return specs_[n]; }
   const NodeFree& free(NodeIdx n) const { return free_[n]; }
   std::span<const NodeFree> all_free() const { return free_; }
+  int gpu_count(NodeIdx n) const { return specs_[n].gpu_count; }
+  const GpuSlices& gpu(NodeIdx n, int g) const { return gpus_[n][g]; }
+  int64_t free_cpu(NodeIdx n) const { return free_[n].cpu; }
+  int64_t free_host_memory(NodeIdx n) const { return free_[n].memory; }
+  const SliceLimits& limits() const { return limits_; }
+
+  // ---- Whole GPUs and milli-GPU shares (the placement engine's demands) ----
 
   // Whether `demand` fits on node n using exactly the GPUs in `gpus`. Ok or the reason.
   Status CheckFit(NodeIdx n, const Demand& demand, GpuMask gpus) const;
-
-  // Records the allocation. Fails (and changes nothing) if the id is already allocated or
-  // CheckFit fails.
+  // Records the allocation (an exclusive slice of the GPUs, or a kShare slice). Fails (and
+  // changes nothing) if the id is already allocated or CheckFit fails.
   Status Allocate(WorkloadId id, const Demand& demand, Placement placement);
-  // Releases a previous allocation, restoring the node exactly. NotFound if unknown.
+
+  // ---- Any kind of slice ----
+
+  // Whether the workload (host CPU/memory from `d`; GPU part from `a`) fits now. Ok or the
+  // reason. Checks physical invariants only; whether `a` suits `d`'s isolation is the caller's.
+  Status CheckFit(const SliceDemand& d, const SliceAssignment& a) const;
+  Status Allocate(WorkloadId id, const SliceDemand& d, const SliceAssignment& a);
+
+  // Releases a previous allocation of either form, restoring the node exactly. NotFound if
+  // unknown.
   Status Release(WorkloadId id);
 
   bool IsAllocated(WorkloadId id) const { return ledger_.count(id) != 0; }
   size_t num_allocations() const { return ledger_.size(); }
+  // The slice of an allocated workload (whole GPUs: kExclusive; shares: kShare); null if none.
+  const SliceAssignment* Find(WorkloadId id) const;
+  // Workloads on node n, GPU g (any kind), in id order.
+  std::vector<WorkloadId> OnGpu(NodeIdx n, int g) const;
+
+  // Applies a new MIG state to one GPU (see the contract above). mig_enabled = false requires
+  // an empty layout. Reports the instances destroyed and created.
+  Result<MigDiff> SetMigLayout(NodeIdx n, int g, bool mig_enabled, const MigLayout& layout);
+  // The diff SetMigLayout would apply, or the reason it cannot.
+  Result<MigDiff> PreviewMigLayout(NodeIdx n, int g, bool mig_enabled,
+                                   const MigLayout& layout) const;
+  // Number of SetMigLayout calls that changed something.
+  int64_t reconfigurations() const { return reconfigurations_; }
 
   int64_t gpu_capacity_milli() const { return gpu_capacity_milli_; }
   int64_t gpu_allocated_milli() const { return gpu_allocated_milli_; }
   int64_t total_gpus() const { return gpu_capacity_milli_ / 1000; }
 
-  // Recomputes every node's free resources from capacities and the ledger and compares
-  // with the incremental state. Ok, or the first discrepancy found.
+  // Recomputes every node's free resources and every GPU's slice state from capacities and
+  // the ledger and compares with the incremental state. Ok, or the first discrepancy found.
   Status CheckInvariants() const;
 
  private:
   struct Entry {
-    Demand demand;
-    Placement placement;
+    int64_t cpu = 0;     // milli-CPU
+    int64_t memory = 0;  // MiB
+    SliceAssignment slice;
   };
   void Touch(NodeIdx n);
-  static int ShapeClass(const Demand& d) { return d.IsShare() ? 0 : d.num_gpu; }
+  void Apply(const Entry& e, int sign);
+  // Re-derives NodeFree::gpu[g] and the allocated total after GPU g of node n changed.
+  void Sync(NodeIdx n, int g, int held_before);
+  // Shape class of a slice for NodeFree::shape_pods: 0 single-GPU slices, k k whole GPUs, -1
+  // CPU-only.
+  static int ShapeClass(const SliceAssignment& a);
 
+  SliceLimits limits_;
   std::vector<NodeSpec> specs_;
   std::vector<NodeFree> free_;
+  std::vector<std::vector<GpuSlices>> gpus_;
   std::unordered_map<std::string, NodeIdx> by_name_;
   std::unordered_map<WorkloadId, Entry> ledger_;
   int64_t gpu_capacity_milli_ = 0;
   int64_t gpu_allocated_milli_ = 0;
+  int64_t reconfigurations_ = 0;
 };
 
 }  // namespace tessera

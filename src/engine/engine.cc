@@ -42,8 +42,13 @@ std::string RejectReasons::Summary() const {
   return out;
 }
 
+std::string Decision::WhyNotPlaced() const {
+  return is_slice ? why_not : reasons.Summary();
+}
+
 std::string Decision::Explain(const ClusterState& state) const {
-  if (!placed) return "unschedulable: " + reasons.Summary();
+  if (!placed) return "unschedulable: " + WhyNotPlaced();
+  if (is_slice) return slice_explanation;
   std::string gpus;
   for (int g = 0; g < kMaxGpusPerNode; ++g) {
     if (!((placement.gpus >> g) & 1)) continue;
@@ -130,6 +135,23 @@ Decision Engine::Decide(const ClusterState& state, WorkloadId id, const Demand& 
   dec.placed = true;
   dec.placement = {best_node, best.gpus};
   dec.score = best.score;
+  return dec;
+}
+
+Decision Engine::DecideSlice(const ClusterState& state, WorkloadId id, const SliceDemand& demand,
+                             const std::vector<uint8_t>* allowed) const {
+  Decision dec;
+  dec.workload = id;
+  dec.is_slice = true;
+  SliceChoice c = selector_.Select(state, demand, allowed);
+  dec.placed = c.placed;
+  if (!c.placed) {
+    dec.why_not = std::move(c.reason);
+    return dec;
+  }
+  dec.slice = c.assignment;
+  dec.placement = {c.assignment.node, c.assignment.gpus};
+  dec.slice_explanation = std::move(c.explanation);
   return dec;
 }
 

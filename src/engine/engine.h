@@ -16,6 +16,7 @@
 #include "cluster/cluster_state.h"
 #include "core/random.h"
 #include "engine/policy.h"
+#include "sharing/selector.h"
 
 namespace tessera {
 
@@ -41,9 +42,17 @@ struct Decision {
   double score = 0;
   int64_t feasible_nodes = 0;
   RejectReasons reasons;  // meaningful when !placed
+  // Slice decisions (Engine::DecideSlice): the mechanism and size chosen, and why; `demand`
+  // and `score` are unused. When !placed, `why_not` says what is missing.
+  bool is_slice = false;
+  SliceAssignment slice;
+  std::string slice_explanation;  // e.g. "MIG 1g.10gb on GPU 2 of node-7: strict isolation, ..."
+  std::string why_not;
 
   // One line, e.g. "placed on node-7 GPUs [3] (score 57.000, best of 412 feasible nodes)".
   std::string Explain(const ClusterState& state) const;
+  // Why it was not placed: reasons.Summary(), or why_not for a slice decision.
+  std::string WhyNotPlaced() const;
 };
 
 // Decisions of one cycle, applied to the cluster in order. Rollback releases them in reverse.
@@ -68,6 +77,13 @@ class Engine {
   Decision Decide(const ClusterState& state, WorkloadId id, const Demand& demand,
                   const std::vector<uint8_t>* allowed = nullptr);
 
+  // Chooses the sharing mechanism, size, node and GPU (or MIG instance) for one slice demand
+  // without changing the cluster (sharing/selector.h: never violates the isolation class,
+  // always guarantees the peak memory). Uses the layouts as they are; `allowed` as in Decide.
+  Decision DecideSlice(const ClusterState& state, WorkloadId id, const SliceDemand& demand,
+                       const std::vector<uint8_t>* allowed = nullptr) const;
+  void set_selector_config(const SelectorConfig& c) { selector_ = SliceSelector(c); }
+
   // Decides the workloads in order, allocating each placed one before deciding the next.
   // Returns the plan (placed and unplaced decisions). Fails only if an allocation the engine
   // chose is refused by the ledger, in which case everything is rolled back.
@@ -78,6 +94,7 @@ class Engine {
   void EnsureOrder(size_t num_nodes);
 
   std::unique_ptr<Scorer> scorer_;
+  SliceSelector selector_;
   Rng rng_;
   std::vector<uint32_t> rank_;  // tie-break order of nodes
   std::vector<NodeIdx> feasible_;

@@ -35,55 +35,20 @@ std::string Mib(int64_t mib) {
   return std::to_string(mib) + " MiB";
 }
 
+// The slice an assignment names on the single-node model; a milli-GPU share is modelled as an
+// MPS client (the extender sizes shares by memory and compute).
 std::optional<SliceAssignment> ToSlice(const Assignment& a, const PodRequest& p,
                                        const NodeInfo& n) {
-  SliceAssignment s;
-  s.node = 0;
-  for (int g : a.gpus) {
-    if (g < 0 || g >= n.spec.gpu_count) return std::nullopt;
-    s.gpus |= GpuMask{1} << g;
-  }
-  if (s.gpus == 0) return std::nullopt;
-  auto mig_start = [&]() -> int {
-    const size_t at = a.mig_instance.find('@');
-    return at == std::string::npos ? -1 : std::atoi(a.mig_instance.c_str() + at + 1);
-  };
-  switch (a.kind) {
-    case AssignmentKind::kExclusive:
-      s.kind = SliceKind::kExclusive;
-      return s;
-    case AssignmentKind::kMig:
-      s.kind = SliceKind::kMig;
-      s.mig_start = mig_start();
-      if (s.mig_start < 0) return std::nullopt;
-      return s;
-    case AssignmentKind::kMigMps:
-      s.kind = SliceKind::kMigMps;
-      s.mig_start = mig_start();
-      s.thread_pct = a.mps_thread_pct;
-      s.memory_mib = a.memory_limit_mib;
-      if (s.mig_start < 0) return std::nullopt;
-      return s;
-    case AssignmentKind::kMps:
-      s.kind = SliceKind::kMps;
-      s.thread_pct = a.mps_thread_pct;
-      s.memory_mib = a.memory_limit_mib;
-      return s;
-    case AssignmentKind::kTimeSlice:
-      s.kind = SliceKind::kTimeSlice;
-      s.memory_mib = a.memory_limit_mib;
-      return s;
-    case AssignmentKind::kShare: {
-      s.kind = SliceKind::kMps;
-      s.thread_pct = std::clamp((a.gpu_milli + 9) / 10, 1, 100);
-      const int64_t card = GpuCatalog::Builtin().Get(n.model).memory_mib;
-      s.memory_mib = a.memory_limit_mib > 0
-                         ? a.memory_limit_mib
-                         : std::max<int64_t>(p.gpu.memory_mib, card * a.gpu_milli / 1000);
-      return s;
-    }
-  }
-  return std::nullopt;
+  auto s = SliceFor(a, n, 0);
+  if (!s || s->kind != SliceKind::kShare) return s;
+  s->kind = SliceKind::kMps;
+  s->thread_pct = std::clamp((a.gpu_milli + 9) / 10, 1, 100);
+  const int64_t card = GpuCatalog::Builtin().Get(n.model).memory_mib;
+  s->memory_mib = a.memory_limit_mib > 0
+                      ? a.memory_limit_mib
+                      : std::max<int64_t>(p.gpu.memory_mib, card * a.gpu_milli / 1000);
+  s->gpu_milli = 0;
+  return s;
 }
 
 SliceDemand GpuOnly(SliceDemand d) {
@@ -98,6 +63,7 @@ int64_t FreeMemory(const GpuSlices& g) {
     case GpuMode::kIdle:
       return g.memory_mib;
     case GpuMode::kExclusive:
+    case GpuMode::kShare:
       return 0;
     case GpuMode::kMps:
     case GpuMode::kTimeSlice:
@@ -116,7 +82,7 @@ int64_t FreeMemory(const GpuSlices& g) {
 
 // The single-node model of one node with its bound GPU pods.
 struct NodeModel {
-  SliceCluster cluster;
+  ClusterState cluster;
   std::map<std::string, int64_t> mig_counted;  // profile -> instances used (no inventory)
 };
 
@@ -128,7 +94,7 @@ struct NodeFit {
   bool counted = false;  // MIG by count: no specific instance
 };
 
-void BlockGpu(SliceCluster& c, int g, WorkloadId& next) {
+void BlockGpu(ClusterState& c, int g, WorkloadId& next) {
   const GpuSlices& gpu = c.gpu(0, g);
   if (gpu.mig_enabled()) {
     for (const MigSlot& s : gpu.instances) {
@@ -145,51 +111,14 @@ void BlockGpu(SliceCluster& c, int g, WorkloadId& next) {
 
 Assignment ToAssignment(const NodeInfo& n, const NodeModel& m, const PodRequest& p,
                         const NodeFit& fit) {
-  Assignment a;
-  a.node = n.spec.name;
   if (fit.counted) {
+    Assignment a;
+    a.node = n.spec.name;
     a.kind = AssignmentKind::kMig;
     a.mig_instance = p.gpu.mig_profile;
     return a;
   }
-  const SliceAssignment& s = fit.slice;
-  switch (s.kind) {
-    case SliceKind::kExclusive:
-      a.kind = AssignmentKind::kExclusive;
-      break;
-    case SliceKind::kMig:
-      a.kind = AssignmentKind::kMig;
-      break;
-    case SliceKind::kMps:
-      a.kind = AssignmentKind::kMps;
-      break;
-    case SliceKind::kTimeSlice:
-      a.kind = AssignmentKind::kTimeSlice;
-      break;
-    case SliceKind::kMigMps:
-      a.kind = AssignmentKind::kMigMps;
-      break;
-  }
-  for (int g = 0; g < kMaxGpusPerNode; ++g) {
-    if (!((s.gpus >> g) & 1)) continue;
-    a.gpus.push_back(g);
-    if (g < static_cast<int>(n.inventory.size())) a.uuids.push_back(n.inventory[g].uuid);
-  }
-  if (a.uuids.size() != a.gpus.size()) a.uuids.clear();
-  if (s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps) {
-    const int g = a.gpus.empty() ? 0 : a.gpus[0];
-    const MigSlot* slot = m.cluster.gpu(0, g).Instance(s.mig_start);
-    const MigGeometry* geo = MigGeometryFor(n.model);
-    std::string profile = p.gpu.mig_profile;
-    if (slot && geo) profile = geo->profiles[slot->instance.profile].name;
-    a.mig_instance = profile + "@" + std::to_string(s.mig_start);
-  }
-  if (s.kind == SliceKind::kMps || s.kind == SliceKind::kMigMps) {
-    a.mps_thread_pct = s.thread_pct;
-    a.memory_limit_mib = s.memory_mib;
-  }
-  if (s.kind == SliceKind::kTimeSlice) a.memory_limit_mib = s.memory_mib;
-  return a;
+  return AssignmentFor(n, fit.slice, m.cluster.gpu(0, std::countr_zero(fit.slice.gpus)));
 }
 
 Json FailedMap(const std::map<std::string, std::string>& m) {
@@ -383,7 +312,7 @@ struct Extender::State {
       if (model_out) *model_out = std::move(*model);
       return f;
     }
-    const SliceCluster& sc = model->cluster;
+    const ClusterState& sc = model->cluster;
     if (p.gpu.whole_gpus > 0) {
       int idle = 0;
       for (int g = 0; g < sc.gpu_count(0); ++g) idle += sc.gpu(0, g).Idle();

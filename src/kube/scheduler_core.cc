@@ -162,8 +162,10 @@ void SchedulerCore::UpsertNode(const Json& node) {
     keep.spec = node_info_[n].spec;  // capacity is fixed when the node is first seen
     keep.spec.labels = std::move(labels);
     keep.model = node_info_[n].model;
+    const bool inventory_changed = keep.inventory != node_info_[n].inventory;
     node_info_[n] = std::move(keep);
     node_alive_[n] = 1;
+    if (inventory_changed) SyncMigLayouts(n);
     return;
   }
   auto idx = state_.AddNode(info->spec);
@@ -171,7 +173,31 @@ void SchedulerCore::UpsertNode(const Json& node) {
   node_index_[info->spec.name] = *idx;
   node_info_.push_back(std::move(*info));
   node_alive_.push_back(1);
+  SyncMigLayouts(*idx);
   masks_stale_ = true;
+}
+
+void SchedulerCore::SyncMigLayouts(NodeIdx n) {
+  const NodeInfo& info = node_info_[n];
+  const MigGeometry* geo = MigGeometryFor(info.model);
+  for (const GpuInventoryEntry& e : info.inventory) {
+    if (e.index < 0 || e.index >= state_.gpu_count(n)) continue;
+    MigLayout layout;
+    if (e.mig_enabled && geo) {
+      auto parsed = ParseMigLayout(*geo, e.mig_layout);
+      if (!parsed.ok()) continue;  // DecodeInventory already checked it
+      layout = std::move(*parsed);
+    }
+    const GpuSlices& gpu = state_.gpu(n, e.index);
+    if (gpu.mig_enabled() == (e.mig_enabled && geo) && gpu.Layout() == layout) continue;
+    // Refused when it would destroy an instance the ledger has in use: the ledger keeps the
+    // layout its running slices need, and the report names the disagreement.
+    auto diff = state_.SetMigLayout(n, e.index, e.mig_enabled && geo, layout);
+    if (!diff.ok())
+      layout_conflicts_[info.spec.name + "/" + std::to_string(e.index)] = diff.status().message();
+    else
+      layout_conflicts_.erase(info.spec.name + "/" + std::to_string(e.index));
+  }
 }
 
 void SchedulerCore::NodeGone(NodeIdx n, const std::string& why) {
@@ -220,6 +246,47 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
   Demand d = model != kNoGpuModel ? DemandOn(p.req, model) : p.req.demand;
   d.models = 0;
   if (d.num_gpu > f.gpu_count) d.num_gpu = f.gpu_count, d.gpu_milli = d.num_gpu ? 1000 : 0;
+  JobSpec spec;
+  spec.id = next_job_++;
+  spec.name = p.key;
+  const bool known_queue = [&] {
+    for (const auto& q : admission_->Queues())
+      if (q.name == p.req.queue) return true;
+    return false;
+  }();
+  spec.queue =
+      p.req.scheduler_name == config_.scheduler_name && known_queue ? p.req.queue : kExternalQueue;
+  spec.priority = p.req.priority;
+  spec.pods = 1;
+  spec.preemptible = preemptible;
+  // Slices: pods placed as slices, and pods whose assignment names a MIG instance, an MPS client
+  // or a time-slice replica. The named slice is adopted as it is; without one, any free slice
+  // of the node that suits the request is taken, so the count stays right.
+  std::optional<SliceAssignment> named;
+  if (p.req.assignment && p.req.assignment->node == p.req.node_name)
+    named = SliceFor(*p.req.assignment, node_info_[n], n);
+  const bool slice_kind =
+      named && named->kind != SliceKind::kExclusive && named->kind != SliceKind::kShare;
+  if (state_.gpu_count(n) > 0 && (WantsSlice(p.req) || slice_kind)) {
+    SliceDemand sd = SliceDemandOn(p.req, model);
+    sd.models = 0;
+    SliceAssignment s;
+    if (named) {
+      s = *named;
+    } else {
+      std::vector<uint8_t> only(state_.num_nodes(), 0);
+      only[n] = 1;
+      SliceChoice c = SliceSelector().Select(state_, sd, &only);
+      if (!c.placed)
+        return FailedPrecondition("no slice for it on " + p.req.node_name + ": " + c.reason);
+      s = c.assignment;
+    }
+    spec.pod = d;
+    spec.slice = sd;
+    TESSERA_RETURN_IF_ERROR(
+        admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s}));
+    return Adopted(p, spec.id);
+  }
   Placement pl{n, 0};
   if (p.req.assignment && p.req.assignment->node == p.req.node_name &&
       !p.req.assignment->gpus.empty()) {
@@ -241,28 +308,18 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
       if (d.num_gpu > 1) d.gpu_milli = 1000;
     }
   }
-  JobSpec spec;
-  spec.id = next_job_++;
-  spec.name = p.key;
-  const bool known_queue = [&] {
-    for (const auto& q : admission_->Queues())
-      if (q.name == p.req.queue) return true;
-    return false;
-  }();
-  spec.queue =
-      p.req.scheduler_name == config_.scheduler_name && known_queue ? p.req.queue : kExternalQueue;
-  spec.priority = p.req.priority;
   spec.pod = d;
-  spec.pods = 1;
-  spec.preemptible = preemptible;
-  Status st = admission_->Adopt(state_, spec, {pl}, last_now_);
-  if (!st.ok()) return st;
+  TESSERA_RETURN_IF_ERROR(admission_->Adopt(state_, spec, {pl}, last_now_));
+  return Adopted(p, spec.id);
+}
+
+Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {
   auto job = std::make_shared<JobEntry>();
-  job->id = spec.id;
+  job->id = job_id;
   job->pods = {p.key};
   job->adopted = true;
-  jobs_[spec.id] = job;
-  p.job = spec.id;
+  jobs_[job_id] = job;
+  p.job = job_id;
   p.index = 0;
   p.adopted = true;
   ++stats_.adopted;
@@ -447,6 +504,7 @@ void SchedulerCore::SubmitPending(double now) {
     spec.priority = first.req.priority;
     spec.arrival = now;
     spec.pod = first.req.demand;
+    if (WantsSlice(first.req)) spec.slice = first.req.slices;
     spec.pods = static_cast<int>(keys.size());
     spec.min_member = std::min(min_member, spec.pods);
     spec.allowed_nodes = MaskFor(first.req);
@@ -627,6 +685,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
     if (jt == jobs_.end()) continue;
     JobEntry& j = *jt->second;
     const auto places = admission_->Placements(id);
+    const auto slices = admission_->Slices(id);
     for (size_t i = 0; i < j.pods.size(); ++i) {
       auto pt = pods_.find(j.pods[i]);
       if (pt == pods_.end()) continue;
@@ -642,12 +701,15 @@ CycleOutput SchedulerCore::Cycle(double now) {
       const Placement& pl = places[i];
       const NodeInfo& info = node_info_[pl.node];
       BindAction b{p.req.ns, p.req.name, p.req.uid, info.spec.name, {}, id};
-      if (p.req.wants_gpu()) {
+      if (i < slices.size()) {
+        const SliceAssignment& sl = slices[i];
+        b.annotations[kAnnotationAssignment] = EncodeAssignment(
+            AssignmentFor(info, sl, state_.gpu(sl.node, std::countr_zero(sl.gpus))));
+      } else if (p.req.wants_gpu()) {
         Assignment a;
         a.node = info.spec.name;
         const Demand d = info.model != kNoGpuModel ? DemandOn(p.req, info.model) : p.req.demand;
         a.kind = d.IsShare() ? AssignmentKind::kShare : AssignmentKind::kExclusive;
-        if (!p.req.gpu.mig_profile.empty()) a.kind = AssignmentKind::kMig;
         for (int g = 0; g < kMaxGpusPerNode; ++g) {
           if (!((pl.gpus >> g) & 1)) continue;
           a.gpus.push_back(g);
@@ -656,7 +718,6 @@ CycleOutput SchedulerCore::Cycle(double now) {
         }
         if (a.uuids.size() != a.gpus.size()) a.uuids.clear();
         if (a.kind == AssignmentKind::kShare) a.gpu_milli = d.gpu_milli;
-        if (a.kind == AssignmentKind::kMig) a.mig_instance = p.req.gpu.mig_profile;
         b.annotations[kAnnotationAssignment] = EncodeAssignment(a);
       }
       last_notice_.erase(j.pods[i]);

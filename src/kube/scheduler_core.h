@@ -129,6 +129,11 @@ class SchedulerCore {
   void ForgetPod(const std::string& key);
   void NodeGone(NodeIdx n, const std::string& why);
   Status AdoptBound(PodEntry& pod, bool preemptible = true);
+  // Records an adopted pod's one-pod job.
+  Status Adopted(PodEntry& pod, WorkloadId job);
+  // Brings node n's MIG layouts in the ledger to its inventory's (tessera.io/gpu-inventory);
+  // a change that would destroy an instance in use is refused and kept in layout_conflicts_.
+  void SyncMigLayouts(NodeIdx n);
   std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
                      CycleOutput& out);
   // Pods of this scheduler in gang "ns/name" that are bound (and not being deleted).
@@ -169,6 +174,7 @@ class SchedulerCore {
     int refusals = 0;
   };
   std::map<std::string, EvictionRetry> eviction_retry_;
+  std::map<std::string, std::string> layout_conflicts_;  // "node/gpu" -> why the layout is stale
 };
 
 }  // namespace tessera::kube

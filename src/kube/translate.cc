@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <set>
 
 #include "cluster/mig_geometry.h"
@@ -1103,6 +1104,104 @@ SliceDemand SliceDemandOn(const PodRequest& p, GpuModelId model) {
     s.memory_mib =
         std::max<int64_t>(p.gpu.memory_mib, (p.gpu.memory_pct * ModelMemory(model) + 99) / 100);
   return s;
+}
+
+bool WantsSlice(const PodRequest& p) {
+  return !p.gpu.mig_profile.empty() || (p.isolation == Isolation::kStrict && p.gpu.is_share());
+}
+
+Assignment AssignmentFor(const NodeInfo& node, const SliceAssignment& s,
+                         const GpuSlices& first_gpu) {
+  Assignment a;
+  a.node = node.spec.name;
+  switch (s.kind) {
+    case SliceKind::kExclusive:
+      a.kind = AssignmentKind::kExclusive;
+      break;
+    case SliceKind::kShare:
+      a.kind = AssignmentKind::kShare;
+      a.gpu_milli = s.gpu_milli;
+      break;
+    case SliceKind::kMig:
+      a.kind = AssignmentKind::kMig;
+      break;
+    case SliceKind::kMps:
+      a.kind = AssignmentKind::kMps;
+      break;
+    case SliceKind::kTimeSlice:
+      a.kind = AssignmentKind::kTimeSlice;
+      a.memory_limit_mib = s.memory_mib;
+      break;
+    case SliceKind::kMigMps:
+      a.kind = AssignmentKind::kMigMps;
+      break;
+  }
+  for (int g = 0; g < kMaxGpusPerNode; ++g) {
+    if (!((s.gpus >> g) & 1)) continue;
+    a.gpus.push_back(g);
+    for (const auto& inv : node.inventory)
+      if (inv.index == g) a.uuids.push_back(inv.uuid);
+  }
+  if (a.uuids.size() != a.gpus.size()) a.uuids.clear();
+  if (s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps) {
+    const MigSlot* slot = first_gpu.Instance(s.mig_start);
+    const MigGeometry* geo = MigGeometryFor(first_gpu.model);
+    const std::string profile = slot && geo ? geo->profiles[slot->instance.profile].name : "?";
+    a.mig_instance = profile + "@" + std::to_string(s.mig_start);
+  }
+  if (s.kind == SliceKind::kMps || s.kind == SliceKind::kMigMps) {
+    a.mps_thread_pct = s.thread_pct;
+    a.memory_limit_mib = s.memory_mib;
+  }
+  return a;
+}
+
+std::optional<SliceAssignment> SliceFor(const Assignment& a, const NodeInfo& node, NodeIdx n) {
+  SliceAssignment s;
+  s.node = n;
+  for (int g : a.gpus) {
+    if (g < 0 || g >= node.spec.gpu_count) return std::nullopt;
+    s.gpus |= GpuMask{1} << g;
+  }
+  if (s.gpus == 0) return std::nullopt;
+  auto mig_start = [&]() -> int {
+    const size_t at = a.mig_instance.find('@');
+    if (at == std::string::npos) return -1;
+    int v = -1;
+    const char* b = a.mig_instance.data() + at + 1;
+    const char* e = a.mig_instance.data() + a.mig_instance.size();
+    if (std::from_chars(b, e, v).ptr != e) return -1;
+    return v;
+  };
+  switch (a.kind) {
+    case AssignmentKind::kExclusive:
+      s.kind = SliceKind::kExclusive;
+      return s;
+    case AssignmentKind::kShare:
+      s.kind = SliceKind::kShare;
+      s.gpu_milli = a.gpu_milli;
+      return s;
+    case AssignmentKind::kMig:
+    case AssignmentKind::kMigMps:
+      s.kind = a.kind == AssignmentKind::kMig ? SliceKind::kMig : SliceKind::kMigMps;
+      s.mig_start = mig_start();
+      if (s.mig_start < 0) return std::nullopt;
+      if (s.kind == SliceKind::kMigMps) {
+        s.thread_pct = a.mps_thread_pct;
+        s.memory_mib = a.memory_limit_mib;
+      }
+      return s;
+    case AssignmentKind::kMps:
+      s.kind = SliceKind::kMps;
+      s.thread_pct = a.mps_thread_pct;
+      s.memory_mib = a.memory_limit_mib;
+      return s;
+    case AssignmentKind::kTimeSlice:
+      s.kind = SliceKind::kTimeSlice;
+      s.memory_mib = a.memory_limit_mib;
+      return s;
+  }
+  return std::nullopt;
 }
 
 // ---- Public: nodes ----

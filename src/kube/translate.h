@@ -222,6 +222,11 @@ Demand DemandOn(const PodRequest& p, GpuModelId model);
 // The slice demand of `p` on a GPU of `model` (memory percentage resolved).
 SliceDemand SliceDemandOn(const PodRequest& p, GpuModelId model);
 
+// Whether the pod is placed as a GPU slice whose mechanism the selector chooses (an explicit
+// nvidia.com/mig-* request, or a strict-isolation share sized by memory/compute) rather than
+// as whole GPUs or a milli-GPU share.
+bool WantsSlice(const PodRequest& p);
+
 // ---- Nodes ----
 
 struct NodeInfo {
@@ -252,5 +257,17 @@ bool MatchesNode(const PodRequest& pod, const NodeInfo& node);
 bool MatchesTerm(const NodeSelectorTerm& term, const NodeInfo& node);
 // Ready and not cordoned.
 bool Schedulable(const NodeInfo& node);
+
+// ---- Assignments <-> slices ----
+
+// The tessera.io/assignment of slice `s` on `node`: GPU indices, their UUIDs when the
+// inventory names them, the MIG instance as "<profile>@<start>" (profile from `first_gpu`, the
+// slice state of the slice's first GPU), MPS thread % and memory limit, the share's milli-GPU.
+Assignment AssignmentFor(const NodeInfo& node, const SliceAssignment& s,
+                         const GpuSlices& first_gpu);
+// The slice an assignment names on `node` (index `n` in the caller's cluster); nullopt when it
+// names no GPU, a GPU the node lacks, or a MIG instance without a start. The MIG profile is
+// not checked here: the ledger refuses an instance that does not exist.
+std::optional<SliceAssignment> SliceFor(const Assignment& a, const NodeInfo& node, NodeIdx n);
 
 }  // namespace tessera::kube

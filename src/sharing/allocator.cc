@@ -9,7 +9,7 @@ bool WholeGpuDemand(const SliceDemand& d) {
 }
 
 // Cost of a freshly planned instance, comparable with SliceChoice::cost.
-double PlannedCost(const SliceCluster& c, const MigReconfig& r, const SliceDemand& d) {
+double PlannedCost(const ClusterState& c, const MigReconfig& r, const SliceDemand& d) {
   const GpuModelId model = c.spec(r.node).model;
   const MigGeometry* geo = MigGeometryFor(model);
   auto s = SizeSlice(d, model, SliceKind::kMig);
@@ -34,7 +34,7 @@ void SharingAllocator::Observe(const SliceDemand& d) {
   planner_.Observe(d);
 }
 
-PlaceOutcome SharingAllocator::Place(SliceCluster& cluster, WorkloadId id, const SliceDemand& d) {
+PlaceOutcome SharingAllocator::Place(ClusterState& cluster, WorkloadId id, const SliceDemand& d) {
   PlaceOutcome out;
   Status valid = ValidateSliceDemand(d);
   if (!valid.ok()) {

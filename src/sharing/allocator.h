@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/gpu_slices.h"
+#include "cluster/cluster_state.h"
 #include "sharing/mig_planner.h"
 #include "sharing/selector.h"
 
@@ -43,7 +43,7 @@ class SharingAllocator {
   // layouts for what is likely to come. Optional.
   void Observe(const SliceDemand& d);
 
-  PlaceOutcome Place(SliceCluster& cluster, WorkloadId id, const SliceDemand& d);
+  PlaceOutcome Place(ClusterState& cluster, WorkloadId id, const SliceDemand& d);
 
  private:
   SharingConfig config_;

@@ -5,7 +5,7 @@
 
 namespace tessera {
 
-std::string MigPartedConfig(const SliceCluster& cluster, NodeIdx node,
+std::string MigPartedConfig(const ClusterState& cluster, NodeIdx node,
                             std::string_view config_name) {
   // Group GPUs with equal state: key = "" for MIG disabled, else the sorted profile counts.
   std::map<std::map<std::string, int>, std::vector<int>> enabled;
@@ -40,7 +40,7 @@ std::string MigPartedConfig(const SliceCluster& cluster, NodeIdx node,
   return out;
 }
 
-std::string MigDiffText(const SliceCluster& cluster, const MigReconfig& r) {
+std::string MigDiffText(const ClusterState& cluster, const MigReconfig& r) {
   const GpuSlices& gpu = cluster.gpu(r.node, r.gpu);
   const MigGeometry* geo = MigGeometryFor(gpu.model);
   const std::string prefix = cluster.spec(r.node).name + " GPU " + std::to_string(r.gpu) + ": ";

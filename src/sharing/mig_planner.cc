@@ -23,7 +23,7 @@ bool Contains(const MigLayout& l, MigInstance in) {
   return std::find(l.begin(), l.end(), in) != l.end();
 }
 
-bool HostFits(const SliceCluster& c, NodeIdx n, const SliceDemand& d) {
+bool HostFits(const ClusterState& c, NodeIdx n, const SliceDemand& d) {
   if (d.cpu.v > c.free_cpu(n) || d.host_memory.v > c.free_host_memory(n)) return false;
   const GpuModelId m = c.spec(n).model;
   return c.gpu_count(n) > 0 && (d.models == 0 || ((d.models >> m) & 1));
@@ -56,7 +56,7 @@ std::map<int, double> MigPlanner::Mix(const MigGeometry& geo) const {
   return mix;
 }
 
-Result<MigReconfig> MigPlanner::PlanFor(const SliceCluster& cluster, const SliceDemand& d) const {
+Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const SliceDemand& d) const {
   using Key = std::tuple<int, double, int, NodeIdx, int>;  // lower is better
   bool found = false;
   Key best_key{};
@@ -144,7 +144,7 @@ Result<MigReconfig> MigPlanner::PlanFor(const SliceCluster& cluster, const Slice
   return best;
 }
 
-Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(const SliceCluster& cluster,
+Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(const ClusterState& cluster,
                                                            const SliceDemand& d) const {
   const int want = std::max(1, d.whole_gpus);
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cluster/gpu_slices.h"
+#include "cluster/cluster_state.h"
 
 namespace tessera {
 
@@ -47,11 +47,11 @@ class MigPlanner {
   // covering profile on that GPU's model, selector.h SizeSlice) exists on a node with enough
   // host CPU/memory and an allowed model. NotFound with the reason if no GPU can change without
   // disturbing running work.
-  Result<MigReconfig> PlanFor(const SliceCluster& cluster, const SliceDemand& d) const;
+  Result<MigReconfig> PlanFor(const ClusterState& cluster, const SliceDemand& d) const;
   // For a whole-GPU demand: MIG-enabled GPUs with no workload, on one node, whose MIG mode is
   // turned off so that, with the node's idle GPUs, `d.whole_gpus` (at least 1) GPUs are idle.
   // NotFound if no node can get there without disturbing running work.
-  Result<std::vector<MigReconfig>> PlanWholeGpus(const SliceCluster& cluster,
+  Result<std::vector<MigReconfig>> PlanWholeGpus(const ClusterState& cluster,
                                                  const SliceDemand& d) const;
 
  private:
@@ -63,9 +63,9 @@ class MigPlanner {
 // NVIDIA mig-parted config (version v1) with one named config that reproduces the current MIG
 // state of every GPU of `node`: MIG-disabled GPUs as `mig-enabled: false`, the others with
 // their profile counts, GPUs with equal layouts grouped.
-std::string MigPartedConfig(const SliceCluster& cluster, NodeIdx node,
+std::string MigPartedConfig(const ClusterState& cluster, NodeIdx node,
                             std::string_view config_name);
 // Human-readable diff, one line per instance: "node-7 GPU 3: destroy 1g.10gb@4", "... create".
-std::string MigDiffText(const SliceCluster& cluster, const MigReconfig& r);
+std::string MigDiffText(const ClusterState& cluster, const MigReconfig& r);
 
 }  // namespace tessera

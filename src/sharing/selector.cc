@@ -103,6 +103,8 @@ Result<SizedSlice> SizeSlice(const SliceDemand& d, GpuModelId model, SliceKind k
       return s;
     case SliceKind::kTimeSlice:
       return s;
+    case SliceKind::kShare:
+      return FailedPrecondition("milli-GPU shares are placed by the placement engine");
   }
   return InvalidArgument("unknown slice kind");
 }
@@ -134,18 +136,21 @@ std::string Describe(const SliceChoice& c, const GpuSlices& gpu) {
       return "MPS " + std::to_string(a.thread_pct) + "% / " + Gib(a.memory_mib);
     case SliceKind::kTimeSlice:
       return "time-slice replica (" + Gib(a.memory_mib) + " declared)";
+    case SliceKind::kShare:
+      return "share " + std::to_string(a.gpu_milli) + " milli-GPU";
   }
   return "?";
 }
 
 }  // namespace
 
-std::vector<SliceChoice> SliceSelector::Candidates(const SliceCluster& cluster,
-                                                   const SliceDemand& d) const {
+std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, const SliceDemand& d,
+                                                const std::vector<uint8_t>* allowed) const {
   std::vector<SliceChoice> out;
   const SliceKind kinds[] = {SliceKind::kMig, SliceKind::kMigMps, SliceKind::kMps,
                              SliceKind::kTimeSlice, SliceKind::kExclusive};
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
     if (cluster.gpu_count(n) == 0) continue;
     if (d.cpu.v > cluster.free_cpu(n) || d.host_memory.v > cluster.free_host_memory(n)) continue;
     const GpuModelId model = cluster.spec(n).model;
@@ -213,6 +218,8 @@ std::vector<SliceChoice> SliceSelector::Candidates(const SliceCluster& cluster,
           SliceAssignment a{kind, n, GpuMask{1} << g, slot.instance.start};
           if (kind == SliceKind::kMig) {
             if (slot.use != MigSlot::Use::kFree) continue;
+            // An explicit profile is pinned: the container asks for that device resource.
+            if (!d.mig_profile.empty() && slot.instance.profile != sized->mig_profile) continue;
             if (prof.memory_mib < sized->memory_mib) continue;
             if (prof.compute_slices < geo->profiles[sized->mig_profile].compute_slices) continue;
             if (prof.media_extensions) continue;
@@ -240,7 +247,20 @@ std::vector<SliceChoice> SliceSelector::Candidates(const SliceCluster& cluster,
     if (a.assignment.node != b.assignment.node) return a.assignment.node < b.assignment.node;
     return a.assignment.gpus < b.assignment.gpus;
   });
-  for (auto& c : out) {
+  return out;
+}
+
+std::vector<SliceChoice> SliceSelector::Candidates(const ClusterState& cluster,
+                                                   const SliceDemand& d,
+                                                   const std::vector<uint8_t>* allowed) const {
+  auto out = Collect(cluster, d, allowed);
+  for (auto& c : out) Explain(cluster, d, c);
+  return out;
+}
+
+void SliceSelector::Explain(const ClusterState& cluster, const SliceDemand& d,
+                            SliceChoice& c) const {
+  {
     const GpuSlices& gpu = cluster.gpu(c.assignment.node, std::countr_zero(c.assignment.gpus));
     c.mechanism = Describe(c, gpu);
     std::string gpus;
@@ -257,13 +277,14 @@ std::vector<SliceChoice> SliceSelector::Candidates(const SliceCluster& cluster,
                    (d.compute_pct > 0 ? ", " + std::to_string(d.compute_pct) + "% compute"
                                       : std::string()));
   }
-  return out;
 }
 
-SliceChoice SliceSelector::Select(const SliceCluster& cluster, const SliceDemand& d) const {
-  auto all = Candidates(cluster, d);
+SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand& d,
+                                  const std::vector<uint8_t>* allowed) const {
+  auto all = Collect(cluster, d, allowed);
   if (!all.empty()) {
     SliceChoice best = std::move(all.front());
+    Explain(cluster, d, best);
     best.explanation += " (cheapest of " + std::to_string(all.size()) + " candidates)";
     return best;
   }
@@ -274,10 +295,14 @@ SliceChoice SliceSelector::Select(const SliceCluster& cluster, const SliceDemand
     none.reason = st.message();
     return none;
   }
-  int host = 0, model = 0, sized = 0;
+  int host = 0, model = 0, sized = 0, excluded = 0;
   std::string size_reason;
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
     if (cluster.gpu_count(n) == 0) continue;
+    if (allowed && (n >= allowed->size() || !(*allowed)[n])) {
+      ++excluded;
+      continue;
+    }
     if (d.cpu.v > cluster.free_cpu(n) || d.host_memory.v > cluster.free_host_memory(n)) {
       ++host;
       continue;
@@ -311,9 +336,11 @@ SliceChoice SliceSelector::Select(const SliceCluster& cluster, const SliceDemand
       break;
   }
   none.reason = "no GPU node has " + what + " for it";
-  if (host || model || sized) {
+  if (host || model || sized || excluded) {
     none.reason += " (";
     std::string parts;
+    if (excluded) parts += std::to_string(excluded) + " excluded by node constraints";
+    if (host && !parts.empty()) parts += ", ";
     if (host) parts += std::to_string(host) + " nodes short of host CPU/memory";
     if (model)
       parts += (parts.empty() ? "" : ", ") + std::to_string(model) + " of another GPU model";

@@ -6,13 +6,14 @@
 // time-slice declared memory >= the demand's memory). Among the candidates that fit the cluster
 // as it is (no layout change), it prefers the one that consumes the least GPU capacity and
 // strands the least: free MIG instances of the right size, then GPUs already shared in the same
-// mode, then idle GPUs. Pure and deterministic; thread-compatible.
+// mode, then idle GPUs. An explicit MIG profile is pinned: only instances of exactly that profile
+// serve it. Pure and deterministic; thread-compatible.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "cluster/gpu_slices.h"
+#include "cluster/cluster_state.h"
 
 namespace tessera {
 
@@ -51,12 +52,20 @@ class SliceSelector {
   explicit SliceSelector(SelectorConfig config = {}) : config_(config) {}
   const SelectorConfig& config() const { return config_; }
 
-  // The best placement in the cluster as it is.
-  SliceChoice Select(const SliceCluster& cluster, const SliceDemand& d) const;
-  // Every feasible candidate, best first (for explanations and tests).
-  std::vector<SliceChoice> Candidates(const SliceCluster& cluster, const SliceDemand& d) const;
+  // The best placement in the cluster as it is. With `allowed` (one byte per node, non-zero =
+  // may be used), other nodes are left out.
+  SliceChoice Select(const ClusterState& cluster, const SliceDemand& d,
+                     const std::vector<uint8_t>* allowed = nullptr) const;
+  // Every feasible candidate, best first, each with its explanation (for explanations and
+  // tests).
+  std::vector<SliceChoice> Candidates(const ClusterState& cluster, const SliceDemand& d,
+                                      const std::vector<uint8_t>* allowed = nullptr) const;
 
  private:
+  // The candidates, best first, without mechanism and explanation.
+  std::vector<SliceChoice> Collect(const ClusterState& cluster, const SliceDemand& d,
+                                   const std::vector<uint8_t>* allowed) const;
+  void Explain(const ClusterState& cluster, const SliceDemand& d, SliceChoice& c) const;
   SelectorConfig config_;
 };
 

@@ -37,9 +37,9 @@ struct Placement {
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  virtual Status Init(SliceCluster&) { return Status::Ok(); }
+  virtual Status Init(ClusterState&) { return Status::Ok(); }
   virtual void Observe(const SliceDemand&) {}
-  virtual Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+  virtual Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                              Placement* out) = 0;
 };
 
@@ -60,7 +60,7 @@ SliceDemand PluginDemand(const SliceDemand& d, bool first_part) {
 }
 
 // Allocates the parts in order; on a refusal releases the ones done and reports Internal.
-Status AllocateParts(SliceCluster& c, const SliceDemand& d, const std::vector<Part>& parts,
+Status AllocateParts(ClusterState& c, const SliceDemand& d, const std::vector<Part>& parts,
                      const char* strategy) {
   for (size_t i = 0; i < parts.size(); ++i) {
     SliceDemand pd = PluginDemand(d, i == 0);
@@ -76,7 +76,7 @@ Status AllocateParts(SliceCluster& c, const SliceDemand& d, const std::vector<Pa
 }
 
 // k idle non-MIG GPUs on the node with the fewest idle GPUs that suffices.
-bool FindExclusive(const SliceCluster& c, const SliceDemand& d, int k, SliceAssignment* out) {
+bool FindExclusive(const ClusterState& c, const SliceDemand& d, int k, SliceAssignment* out) {
   int best_idle = kMaxGpusPerNode + 1;
   const SliceDemand pd = PluginDemand(d, true);
   for (NodeIdx n = 0; n < c.num_nodes(); ++n) {
@@ -100,7 +100,7 @@ bool FindExclusive(const SliceCluster& c, const SliceDemand& d, int k, SliceAssi
   return best_idle <= kMaxGpusPerNode;
 }
 
-Result<bool> PlaceExclusive(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+Result<bool> PlaceExclusive(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                             Placement* out, const char* strategy) {
   SliceAssignment a;
   if (!FindExclusive(c, w.demand, std::max(1, w.demand.whole_gpus), &a)) return false;
@@ -111,7 +111,7 @@ Result<bool> PlaceExclusive(SliceCluster& c, const SharingWorkload& w, WorkloadI
 
 class ExclusiveStrategy final : public Strategy {
  public:
-  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+  Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                      Placement* out) override {
     return PlaceExclusive(c, w, base, out, "exclusive");
   }
@@ -121,7 +121,7 @@ class StaticMigStrategy final : public Strategy {
  public:
   explicit StaticMigStrategy(const SharingScenario& s) : s_(s) {}
 
-  Status Init(SliceCluster& c) override {
+  Status Init(ClusterState& c) override {
     NodeIdx n = 0;
     for (const SharingNodeGroup& g : s_.node_groups) {
       for (int i = 0; i < g.count; ++i, ++n) {
@@ -136,7 +136,7 @@ class StaticMigStrategy final : public Strategy {
     return Status::Ok();
   }
 
-  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+  Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                      Placement* out) override {
     const SliceDemand& d = w.demand;
     if (d.whole_gpus > 0) return PlaceExclusive(c, w, base, out, "static-mig");
@@ -187,7 +187,7 @@ class ReplicaStrategy final : public Strategy {
  public:
   ReplicaStrategy(SliceKind kind, int limit) : kind_(kind), limit_(limit) {}
 
-  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+  Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                      Placement* out) override {
     const SliceDemand& d = w.demand;
     const int k = std::max(1, d.whole_gpus);
@@ -242,7 +242,7 @@ class TesseraStrategy final : public Strategy {
  public:
   void Observe(const SliceDemand& d) override { alloc_.Observe(d); }
 
-  Result<bool> Place(SliceCluster& c, const SharingWorkload& w, WorkloadId base,
+  Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                      Placement* out) override {
     PlaceOutcome o = alloc_.Place(c, base, w.demand);
     const SliceAssignment* held = c.Find(base);
@@ -317,7 +317,7 @@ double Quantile(std::vector<double> v, double q) {
 class Simulation {
  public:
   Simulation(const SharingScenario& s, const std::vector<SharingWorkload>& w, std::string name,
-             Strategy& strategy, SliceCluster& c)
+             Strategy& strategy, ClusterState& c)
       : s_(s),
         w_(w),
         strategy_(strategy),
@@ -369,7 +369,7 @@ class Simulation {
   const SharingScenario& s_;
   const std::vector<SharingWorkload>& w_;
   Strategy& strategy_;
-  SliceCluster& c_;
+  ClusterState& c_;
   SharingMetrics m_;
   std::vector<State> state_;
   std::vector<std::vector<Part>> parts_;
@@ -470,6 +470,9 @@ void Simulation::Record(size_t wi, const Placement& p) {
         }
         break;
       }
+      case SliceKind::kShare:  // no memory guarantee: the sharing strategies never use it
+        oversub_[wi] = true;
+        break;
     }
     Occupy(a, +1);
     for (int g = 0; g < c_.gpu_count(a.node); ++g) {
@@ -621,7 +624,7 @@ Result<SharingMetrics> SimulateSharing(const SharingScenario& scenario,
   SliceLimits limits;
   auto made = MakeStrategy(scenario, strategy, &limits);
   if (!made.ok()) return made.status();
-  SliceCluster cluster(limits);
+  ClusterState cluster(limits);
   for (NodeSpec& spec : SharingNodeSpecs(scenario)) {
     auto added = cluster.AddNode(std::move(spec));
     if (!added.ok())

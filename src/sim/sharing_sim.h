@@ -1,5 +1,5 @@
 // Sharing simulation: the workloads of a sharing scenario (sim/sharing_scenario.h) run through
-// one GPU-sharing strategy on a fresh SliceCluster built from the scenario, with the outcome
+// one GPU-sharing strategy on a fresh ClusterState built from the scenario, with the outcome
 // measured independently of the strategy.
 //
 // Strategies (names are a fixed interface):
@@ -45,7 +45,7 @@
 //                                       a strategy's placement of another workload
 // Failure: InvalidArgument for an unknown strategy or a workload that does not fit the scenario
 // (unknown class, negative times); Internal when the ledger refuses a placement the strategy
-// chose, a strategy reports a placement the ledger does not hold, or SliceCluster::CheckInvariants
+// chose, a strategy reports a placement the ledger does not hold, or ClusterState::CheckInvariants
 // fails (checked every 256 events and at the end).
 // Deterministic in (scenario, workloads, strategy). Thread-safety: no shared state.
 #pragma once

@@ -48,7 +48,7 @@ SliceAssignment Mps(NodeIdx n, int g, int pct, int64_t mib) {
 // ---- ledger ---------------------------------------------------------------------------------
 
 TEST(SliceLedgerTest, MpsClientThreadAndMemoryLimits) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("a100", "A100-80GB", 1)).ok());
   SliceDemand d;
   for (WorkloadId i = 0; i < 48; ++i) ASSERT_TRUE(c.Allocate(i, d, Mps(0, 0, 1, 1024)).ok()) << i;
@@ -72,7 +72,7 @@ TEST(SliceLedgerTest, MpsClientThreadAndMemoryLimits) {
 }
 
 TEST(SliceLedgerTest, MpsInsideMigScalesClientLimit) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("a100", "A100-80GB", 1)).ok());
   const MigGeometry& g = *MigGeometryFor("A100-80GB");
   ASSERT_TRUE(c.SetMigLayout(0, 0, true, *ParseMigLayout(g, "1g.10gb@0 3g.40gb@4")).ok());
@@ -101,7 +101,7 @@ TEST(SliceLedgerTest, MpsInsideMigScalesClientLimit) {
 }
 
 TEST(SliceLedgerTest, TimeSliceIsMemoryGuarded) {
-  SliceCluster c(SliceLimits{48, 3});
+  ClusterState c(SliceLimits{48, 3});
   ASSERT_TRUE(c.AddNode(Node("t4", "T4", 1)).ok());  // 15 GiB
   SliceDemand d;
   auto ts = [](int64_t mib) {
@@ -122,7 +122,7 @@ TEST(SliceLedgerTest, TimeSliceIsMemoryGuarded) {
 }
 
 TEST(SliceLedgerTest, MigLayoutChangesNeverDisturbRunningWork) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 2)).ok());
   const MigGeometry& g = *MigGeometryFor("H100-80GB");
   auto layout = [&](const char* t) { return *ParseMigLayout(g, t); };
@@ -155,7 +155,7 @@ TEST(SliceLedgerTest, MigLayoutChangesNeverDisturbRunningWork) {
 
 // Random operations never break the invariants, and a release restores the exact state.
 TEST(SliceLedgerTest, RandomizedOperationsKeepInvariants) {
-  SliceCluster c(SliceLimits{48, 4});
+  ClusterState c(SliceLimits{48, 4});
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 2)).ok());
   ASSERT_TRUE(c.AddNode(Node("t4", "T4", 2)).ok());
   ASSERT_TRUE(c.AddNode(Node("a30", "A30", 1)).ok());
@@ -235,21 +235,21 @@ TEST(SliceLedgerTest, RandomizedOperationsKeepInvariants) {
 
 struct SelectCase {
   const char* name;
-  std::function<void(SliceCluster&)> setup;
+  std::function<void(ClusterState&)> setup;
   SliceDemand demand;
   bool placed;
   SliceKind kind;
   const char* text;  // fragment of the explanation (placed) or the reason (not placed)
 };
 
-SliceCluster MixedCluster() {
-  SliceCluster c;
+ClusterState MixedCluster() {
+  ClusterState c;
   EXPECT_TRUE(c.AddNode(Node("h100-0", "H100-80GB", 2)).ok());
   EXPECT_TRUE(c.AddNode(Node("t4-0", "T4", 2)).ok());
   return c;
 }
 
-void H100Mig(SliceCluster& c, const char* layout) {
+void H100Mig(ClusterState& c, const char* layout) {
   ASSERT_TRUE(
       c.SetMigLayout(0, 0, true, *ParseMigLayout(*MigGeometryFor("H100-80GB"), layout)).ok());
 }
@@ -270,22 +270,22 @@ TEST(SliceSelectorTest, DecisionTable) {
 
   const SelectCase cases[] = {
       {"strict takes a free MIG instance of the right size",
-       [](SliceCluster& c) { H100Mig(c, "3g.40gb@0 1g.20gb@4 1g.10gb@6"); },
+       [](ClusterState& c) { H100Mig(c, "3g.40gb@0 1g.20gb@4 1g.10gb@6"); },
        Mem(14, Isolation::kStrict), true, SliceKind::kMig,
        "MIG 1g.20gb on GPU 0 of h100-0: strict isolation, 14 GiB peak"},
       {"strict never shares through MPS",
-       [](SliceCluster& c) {
+       [](ClusterState& c) {
          ASSERT_TRUE(c.Allocate(90, {}, Mps(1, 0, 10, kGiB)).ok());
          ASSERT_TRUE(c.Allocate(91, {}, Mps(1, 1, 10, kGiB)).ok());
        },
        strict_t4, false, SliceKind::kExclusive, "a free MIG instance or idle GPU"},
-      {"strict on a non-MIG model gets the whole GPU", [](SliceCluster&) {}, strict_t4, true,
+      {"strict on a non-MIG model gets the whole GPU", [](ClusterState&) {}, strict_t4, true,
        SliceKind::kExclusive, "exclusive 1 GPU on GPU 0 of t4-0: strict isolation"},
       {"standard joins an MPS GPU with room",
-       [](SliceCluster& c) { ASSERT_TRUE(c.Allocate(90, {}, Mps(1, 1, 30, 5 * kGiB)).ok()); },
+       [](ClusterState& c) { ASSERT_TRUE(c.Allocate(90, {}, Mps(1, 1, 30, 5 * kGiB)).ok()); },
        t4_only, true, SliceKind::kMps, "on GPU 1 of t4-0: standard isolation, 6 GiB peak"},
       {"best-effort packs onto a time-sliced GPU",
-       [](SliceCluster& c) {
+       [](ClusterState& c) {
          SliceAssignment a{SliceKind::kTimeSlice, 1, 2};
          a.memory_mib = 4 * kGiB;
          ASSERT_TRUE(c.Allocate(90, {}, a).ok());
@@ -296,18 +296,18 @@ TEST(SliceSelectorTest, DecisionTable) {
          return d;
        }(),
        true, SliceKind::kTimeSlice, "time-slice replica (4 GiB declared) on GPU 1 of t4-0"},
-      {"explicit MIG profile", [](SliceCluster& c) { H100Mig(c, "3g.40gb@0 3g.40gb@4"); }, profile,
+      {"explicit MIG profile", [](ClusterState& c) { H100Mig(c, "3g.40gb@0 3g.40gb@4"); }, profile,
        true, SliceKind::kMig, "MIG 3g.40gb"},
-      {"whole GPUs are exclusive, on GPUs that cannot be partitioned first", [](SliceCluster&) {},
+      {"whole GPUs are exclusive, on GPUs that cannot be partitioned first", [](ClusterState&) {},
        whole2, true, SliceKind::kExclusive, "exclusive 2 GPUs on GPUs 0,1 of t4-0"},
-      {"nothing asked means one exclusive GPU", [](SliceCluster&) {}, nothing, true,
+      {"nothing asked means one exclusive GPU", [](ClusterState&) {}, nothing, true,
        SliceKind::kExclusive, "whole GPUs requested"},
-      {"memory above the card is refused with sizes", [](SliceCluster&) {}, t4_big, false,
+      {"memory above the card is refused with sizes", [](ClusterState&) {}, t4_big, false,
        SliceKind::kExclusive, "T4 has 15 GiB, 20 GiB needed"},
   };
   for (const auto& tc : cases) {
     SCOPED_TRACE(tc.name);
-    SliceCluster c = MixedCluster();
+    ClusterState c = MixedCluster();
     tc.setup(c);
     SliceSelector sel;
     SliceChoice ch = sel.Select(c, tc.demand);
@@ -345,7 +345,7 @@ TEST(SliceSelectorTest, SizingRules) {
 
 // Whatever the cluster state, a choice satisfies the isolation class and guarantees memory.
 TEST(SliceSelectorTest, NeverViolatesIsolationOrMemory) {
-  SliceCluster c(SliceLimits{48, 4});
+  ClusterState c(SliceLimits{48, 4});
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 4)).ok());
   ASSERT_TRUE(c.AddNode(Node("a100", "A100-40GB", 2)).ok());
   ASSERT_TRUE(c.AddNode(Node("t4", "T4", 4)).ok());
@@ -398,7 +398,7 @@ TEST(SliceSelectorTest, NeverViolatesIsolationOrMemory) {
 // ---- planner -----------------------------------------------------------------------------------
 
 TEST(MigPlannerTest, ReplansOnlyFreeInstances) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 1)).ok());
   H100Mig(c, "3g.40gb@0 2g.20gb@4 1g.10gb@6");
   ASSERT_TRUE(c.Allocate(1, {}, SliceAssignment{SliceKind::kMig, 0, 1, 0}).ok());
@@ -420,7 +420,7 @@ TEST(MigPlannerTest, ReplansOnlyFreeInstances) {
 }
 
 TEST(MigPlannerTest, EnablesMigOnlyOnIdleGpusAndShapesForTheMix) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 2)).ok());
   ASSERT_TRUE(c.Allocate(1, {}, Mps(0, 0, 10, kGiB)).ok());
   MigPlanner planner;
@@ -442,7 +442,7 @@ TEST(MigPlannerTest, EnablesMigOnlyOnIdleGpusAndShapesForTheMix) {
 }
 
 TEST(MigPlannerTest, WholeGpuDemandDisablesEmptyMigGpus) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 2)).ok());
   H100Mig(c, "7g.80gb");
   ASSERT_TRUE(
@@ -462,7 +462,7 @@ TEST(MigPlannerTest, WholeGpuDemandDisablesEmptyMigGpus) {
 }
 
 TEST(SharingAllocatorTest, CarvesMigForStrictSlicesInsteadOfWholeGpus) {
-  SliceCluster c;
+  ClusterState c;
   ASSERT_TRUE(c.AddNode(Node("h100", "H100-80GB", 1)).ok());
   SharingAllocator alloc;
   int placed = 0;

@@ -1,0 +1,188 @@
+// The Kubernetes scheduler places GPU slices from the one ledger: MIG layouts come from the
+// nodes' inventory, MIG requests and strict-isolation shares get concrete instances
+// ("<profile>@<start>" with the GPU's UUID), whole-GPU pods avoid MIG GPUs, and a restarted
+// scheduler adopts the instances its predecessor assigned without handing one out twice.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kube/scheduler_core.h"
+
+namespace tessera::kube {
+namespace {
+
+// A node with A100-80GB GPUs; `layouts[g]` is GPU g's MIG layout ("" = MIG disabled).
+Json MigNodeJson(const std::string& name, const std::vector<std::string>& layouts) {
+  std::vector<GpuInventoryEntry> inv;
+  for (size_t g = 0; g < layouts.size(); ++g)
+    inv.push_back({static_cast<int>(g), "GPU-" + name + "-" + std::to_string(g), "A100-80GB", 81920,
+                   !layouts[g].empty(), layouts[g], true});
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
+      {"spec", Json::object()},
+      {"status",
+       {{"allocatable",
+         {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(layouts.size())}}},
+        {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+}
+
+Json PodJson(const std::string& name, Json limits, Json annotations = Json::object(),
+             const std::string& node = "") {
+  Json spec = {
+      {"schedulerName", "tessera"},
+      {"containers",
+       Json::array({{{"name", "main"},
+                     {"resources",
+                      {{"limits", limits}, {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}};
+  if (!node.empty()) spec["nodeName"] = node;
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", name}, {"namespace", "ml"}, {"uid", "uid-" + name}, {"annotations", annotations}}},
+      {"spec", spec},
+      {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
+}
+
+const Json kMig1g = {{"nvidia.com/mig-1g.10gb", "1"}};
+const std::vector<std::string> kLayouts = {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 3g.40gb@4", ""};
+
+std::unique_ptr<SchedulerCore> Core() {
+  SchedulerConfig cfg;
+  cfg.gang_settle_s = 0;
+  auto c = SchedulerCore::Create(cfg);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return std::move(c.value());
+}
+
+std::map<std::string, Assignment> Assignments(const CycleOutput& out) {
+  std::map<std::string, Assignment> m;
+  for (const auto& b : out.binds) {
+    auto a = DecodeAssignment(b.annotations.at(kAnnotationAssignment));
+    EXPECT_TRUE(a.ok()) << a.status().message();
+    if (a.ok()) m[b.name] = *a;
+  }
+  return m;
+}
+
+std::string Notice(const CycleOutput& out, const std::string& pod) {
+  for (const auto& n : out.notices)
+    if (n.name == pod) return n.reason + ": " + n.message;
+  return "";
+}
+
+TEST(SchedulerSlicesTest, MigRequestsGetDistinctConcreteInstances) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", kLayouts));
+  for (int i = 0; i < 5; ++i) core->UpsertPod(PodJson("mig" + std::to_string(i), kMig1g));
+  core->UpsertPod(PodJson("whole0", {{"nvidia.com/gpu", "1"}}));
+  core->UpsertPod(PodJson("whole1", {{"nvidia.com/gpu", "1"}}));
+  const CycleOutput out = core->Cycle(1);
+  const auto a = Assignments(out);
+  std::set<std::string> instances;
+  int mig_bound = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto it = a.find("mig" + std::to_string(i));
+    if (it == a.end()) continue;
+    ++mig_bound;
+    EXPECT_EQ(it->second.kind, AssignmentKind::kMig);
+    EXPECT_EQ(it->second.gpus, std::vector<int>{0});
+    EXPECT_EQ(it->second.uuids, std::vector<std::string>{"GPU-m-0"});
+    EXPECT_EQ(it->second.mig_instance.rfind("1g.10gb@", 0), 0u) << it->second.mig_instance;
+    EXPECT_TRUE(instances.insert(it->second.mig_instance).second)
+        << it->second.mig_instance << " assigned twice";
+  }
+  EXPECT_EQ(mig_bound, 4);  // four 1g.10gb instances; the 3g.40gb is not a 1g.10gb
+  EXPECT_EQ(instances, (std::set<std::string>{"1g.10gb@0", "1g.10gb@1", "1g.10gb@2", "1g.10gb@3"}));
+  // The whole-GPU pod gets GPU 1, never the MIG-enabled GPU 0; the second one waits.
+  ASSERT_EQ(a.count("whole0") + a.count("whole1"), 1u);
+  const Assignment& w = a.count("whole0") ? a.at("whole0") : a.at("whole1");
+  EXPECT_EQ(w.kind, AssignmentKind::kExclusive);
+  EXPECT_EQ(w.gpus, std::vector<int>{1});
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+  // The fifth MIG pod waits with a reason.
+  std::string waiting;
+  for (int i = 0; i < 5; ++i)
+    if (!a.count("mig" + std::to_string(i))) waiting = Notice(out, "mig" + std::to_string(i));
+  EXPECT_NE(waiting.find("Unschedulable"), std::string::npos) << waiting;
+  EXPECT_NE(waiting.find("MIG"), std::string::npos) << waiting;
+}
+
+TEST(SchedulerSlicesTest, StrictIsolationSharesAreSizedToAMigInstance) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", kLayouts));
+  core->UpsertPod(
+      PodJson("strict", {{"tessera.io/gpu-memory", "30Gi"}}, {{"tessera.io/isolation", "strict"}}));
+  core->UpsertPod(
+      PodJson("small", {{"tessera.io/gpu-memory", "8Gi"}}, {{"tessera.io/isolation", "strict"}}));
+  const auto a = Assignments(core->Cycle(1));
+  ASSERT_EQ(a.count("strict"), 1u);
+  EXPECT_EQ(a.at("strict").kind, AssignmentKind::kMig);
+  EXPECT_EQ(a.at("strict").mig_instance, "3g.40gb@4");  // 30 GiB: only the 40 GB instance
+  ASSERT_EQ(a.count("small"), 1u);
+  EXPECT_EQ(a.at("small").kind, AssignmentKind::kMig);
+  EXPECT_EQ(a.at("small").mig_instance.rfind("1g.10gb@", 0), 0u) << a.at("small").mig_instance;
+}
+
+TEST(SchedulerSlicesTest, ARestartedSchedulerNeverAssignsAnInstanceTwice) {
+  auto first = Core();
+  first->UpsertNode(MigNodeJson("m", kLayouts));
+  first->UpsertPod(PodJson("p0", kMig1g));
+  first->UpsertPod(PodJson("p1", kMig1g));
+  const CycleOutput out1 = first->Cycle(1);
+  ASSERT_EQ(out1.binds.size(), 2u);
+  std::map<std::string, std::string> ann;
+  for (const auto& b : out1.binds) ann[b.name] = b.annotations.at(kAnnotationAssignment);
+
+  auto second = Core();
+  second->UpsertNode(MigNodeJson("m", kLayouts));
+  for (const auto& [name, a] : ann)
+    second->UpsertPod(PodJson(name, kMig1g, {{kAnnotationAssignment, a}}, "m"));
+  // A pod bound by another scheduler with only a profile (no instance) holds one too.
+  second->UpsertPod(PodJson("legacy", kMig1g,
+                            {{kAnnotationAssignment, R"({"node":"m","kind":"mig",)"
+                                                     R"("mig_instance":"1g.10gb"})"}},
+                            "m"));
+  for (int i = 2; i < 5; ++i) second->UpsertPod(PodJson("p" + std::to_string(i), kMig1g));
+  const CycleOutput out2 = second->Cycle(2);
+  const auto a2 = Assignments(out2);
+  EXPECT_EQ(second->stats().adopted, 3);
+  std::set<std::string> held;
+  for (const auto& [name, a] : ann) held.insert(DecodeAssignment(a)->mig_instance);
+  ASSERT_EQ(a2.size(), 1u);  // 4 instances: 2 adopted, 1 legacy, 1 left
+  for (const auto& [name, a] : a2)
+    EXPECT_EQ(held.count(a.mig_instance), 0u) << a.mig_instance << " assigned twice";
+  EXPECT_TRUE(second->cluster().CheckInvariants().ok());
+
+  // A bound pod claiming an instance already held is reported, not double-counted.
+  second->UpsertPod(PodJson("intruder", kMig1g, {{kAnnotationAssignment, ann.at("p0")}}, "m"));
+  const CycleOutput out3 = second->Cycle(3);
+  EXPECT_NE(Notice(out3, "intruder").find("AdoptFailed"), std::string::npos)
+      << Notice(out3, "intruder");
+  EXPECT_TRUE(second->cluster().CheckInvariants().ok());
+}
+
+TEST(SchedulerSlicesTest, InventoryLayoutChangesReachTheLedgerUnlessTheyDestroyBusyInstances) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->UpsertPod(PodJson("mig", kMig1g));
+  EXPECT_TRUE(core->Cycle(1).binds.empty());  // no MIG GPU yet
+  core->UpsertNode(MigNodeJson("m", kLayouts));
+  const auto a = Assignments(core->Cycle(2));
+  ASSERT_EQ(a.count("mig"), 1u);
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  // The node now reports MIG off on GPU 0 while the pod still holds an instance: the ledger keeps
+  // the layout.
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+}  // namespace
+}  // namespace tessera::kube
