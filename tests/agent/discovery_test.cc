@@ -369,5 +369,69 @@ TEST(Inventory, UnknownProductIsAnError) {
             "inventory");
 }
 
+TEST(MigChanges, PlacementsBusyInstancesAndStateFile) {
+  const std::string state_file = TempPath("state.json");
+  std::remove(state_file.c_str());
+  const Json cfg = {{"state_file", state_file},
+                    {"gpus",
+                     {{{"model", "A100-80GB"},
+                       {"mig", true},
+                       {"mig_layout", "3g.40gb@0"},
+                       {"processes", {{{"pid", 9}, {"used_mib", 100}, {"mig", "3g.40gb@0"}}}}},
+                      {{"model", "A100-40GB"}}}}};
+  FakeConfig fake(cfg);
+  {
+    auto nvml = OpenNvml();
+    ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+    GpuBackend& b = **nvml;
+    auto gi = b.CreateGpuInstance(0, 14, 4, 2);  // 2g.20gb at 4
+    ASSERT_TRUE(gi.ok()) << gi.status().message();
+    EXPECT_EQ(*gi, 2);
+    auto ci = b.CreateComputeInstance(0, *gi);
+    ASSERT_TRUE(ci.ok()) << ci.status().message();
+    EXPECT_EQ(*ci, 0);
+
+    auto bad_start = b.CreateGpuInstance(0, 14, 3, 2);
+    EXPECT_EQ(bad_start.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad_start.status().message(),
+              "nvmlDeviceCreateGpuInstanceWithPlacement(gpu 0 profile 14 at 3): Invalid Argument");
+    auto overlap = b.CreateGpuInstance(0, 9, 4, 4);  // 3g.40gb over the 2g.20gb
+    EXPECT_EQ(overlap.status().code(), StatusCode::kResourceExhausted);
+    auto unknown = b.CreateGpuInstance(0, 42, 0, 1);
+    EXPECT_EQ(unknown.status().message(),
+              "gpu 0 profile 42 at 0: the GPU offers no such GPU-instance profile");
+    auto no_mig = b.CreateGpuInstance(1, 9, 0, 4);
+    EXPECT_EQ(no_mig.status().code(), StatusCode::kInvalidArgument);
+
+    Status busy = b.DestroyComputeInstance(0, 1, 0);  // pid 9 runs in 3g.40gb@0
+    EXPECT_EQ(busy.code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(busy.message(),
+              "nvmlComputeInstanceDestroy(gpu 0 GI 1 CI 0): In use by another client");
+    Status has_ci = b.DestroyGpuInstance(0, *gi);
+    EXPECT_EQ(has_ci.code(), StatusCode::kFailedPrecondition);
+    ASSERT_TRUE(b.DestroyComputeInstance(0, *gi, 0).ok());
+    ASSERT_TRUE(b.DestroyGpuInstance(0, *gi).ok());
+    EXPECT_EQ(b.DestroyGpuInstance(0, *gi).code(), StatusCode::kNotFound);
+
+    auto small = b.CreateGpuInstance(0, 19, 6, 1);  // 1g.10gb at 6
+    ASSERT_TRUE(small.ok()) << small.status().message();
+    ASSERT_TRUE(b.CreateComputeInstance(0, *small).ok());
+    auto s = Discover(b);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->gpus[0].mig_layout, "3g.40gb@0 1g.10gb@6");
+  }
+  // A restarted agent (a new nvmlInit) sees the layout the state file kept.
+  {
+    auto nvml = OpenNvml();
+    ASSERT_TRUE(nvml.ok()) << nvml.status().message();
+    auto s = Discover(**nvml);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(s->gpus[0].mig_layout, "3g.40gb@0 1g.10gb@6");
+    ASSERT_EQ(s->gpus[0].mig_instances.size(), 2u);
+    EXPECT_EQ(s->gpus[0].mig_instances[1].compute_instances.size(), 1u);
+  }
+  std::remove(state_file.c_str());
+}
+
 }  // namespace
 }  // namespace tessera::agent
