@@ -60,7 +60,9 @@ Status ReadMig(GpuBackend& backend, GpuState& g) {
     layout.push_back({idx, gi.start});
     g.mig_instances.push_back(std::move(m));
   }
-  std::sort(layout.begin(), layout.end());
+  std::sort(layout.begin(), layout.end(), [](const MigInstance& a, const MigInstance& b) {
+    return std::pair(a.start, a.profile) < std::pair(b.start, b.profile);
+  });
   std::sort(g.mig_instances.begin(), g.mig_instances.end(),
             [](const MigInstanceState& a, const MigInstanceState& b) { return a.start < b.start; });
   if (geo) {

@@ -83,6 +83,10 @@ struct DiscoveryCase {
   std::function<void(const NodeGpuState&)> check;
 };
 
+void PrintTo(const DiscoveryCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class DiscoveryTable : public testing::TestWithParam<DiscoveryCase> {};
 
 TEST_P(DiscoveryTable, Discovers) {
@@ -223,6 +227,10 @@ struct FailureCase {
   StatusCode code;
   std::string message;
 };
+
+void PrintTo(const FailureCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class Failures : public testing::TestWithParam<FailureCase> {};
 

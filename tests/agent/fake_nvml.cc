@@ -224,7 +224,9 @@ int CiSlices(unsigned profile) {
 tessera::MigLayout LayoutOf(const Gpu& g) {
   tessera::MigLayout l;
   for (const Gi& gi : g.gis) l.push_back({gi.profile, gi.start});
-  std::sort(l.begin(), l.end());
+  std::sort(l.begin(), l.end(), [](const tessera::MigInstance& a, const tessera::MigInstance& b) {
+    return std::pair(a.start, a.profile) < std::pair(b.start, b.profile);
+  });
   return l;
 }
 
