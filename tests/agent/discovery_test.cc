@@ -292,6 +292,15 @@ TEST(NoNvml, ExplicitPathMissing) {
             "directory)");
 }
 
+// A library that is not NVML: the first required function is named.
+TEST(NoNvml, MissingSymbol) {
+  auto nvml = OpenNvml("libm.so.6");
+  ASSERT_FALSE(nvml.ok());
+  EXPECT_EQ(nvml.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(nvml.status().message(),
+            "libm.so.6: missing NVML function nvmlInit_v2 (driver too old?)");
+}
+
 // Run by CTest with LD_LIBRARY_PATH at an empty directory (test *_without_nvml).
 TEST(NoNvml, SonameNotOnSearchPath) {
   if (!std::getenv("TESSERA_EXPECT_NO_NVML")) GTEST_SKIP() << "needs an NVML-free search path";
