@@ -1,4 +1,5 @@
 #include "kube/scheduler_core.h"
+#include "kube/scheduler_core_internal.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,26 +13,6 @@ namespace tessera::kube {
 namespace {
 constexpr const char* kExternalQueue = "_external";
 }  // namespace
-
-struct SchedulerCore::PodEntry {
-  PodRequest req;
-  std::string key;
-  WorkloadId job = 0;  // admission job holding this pod (0 = none)
-  int index = -1;      // pod index inside the job
-  bool bound = false;  // the API server shows it on a node
-  bool ours = false;   // scheduled by this scheduler
-  bool adopted = false;
-  bool submitted = false;
-  double first_pending = -1;  // cycle time at which it was first seen pending
-  std::string bind_node;      // node of the bind issued for it, until confirmed or failed
-};
-
-struct SchedulerCore::JobEntry {
-  WorkloadId id = 0;
-  std::vector<std::string> pods;  // pod keys by index
-  bool adopted = false;
-  bool bind_issued = false;
-};
 
 Status SchedulerConfig::Validate() const {
   if (scheduler_name.empty()) return InvalidArgument("scheduler_name is empty");
@@ -182,6 +163,7 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n) {
   const MigGeometry* geo = MigGeometryFor(info.model);
   for (const GpuInventoryEntry& e : info.inventory) {
     if (e.index < 0 || e.index >= state_.gpu_count(n)) continue;
+    if (relayouts_.count({n, e.index})) continue;  // the re-layout in flight decides
     MigLayout layout;
     if (e.mig_enabled && geo) {
       auto parsed = ParseMigLayout(*geo, e.mig_layout);
@@ -202,6 +184,10 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n) {
 
 void SchedulerCore::NodeGone(NodeIdx n, const std::string& why) {
   node_alive_[n] = 0;
+  std::vector<GpuKey> on_node;
+  for (const auto& [key, r] : relayouts_)
+    if (key.first == n) on_node.push_back(key);
+  for (const GpuKey& key : on_node) EndRelayout(key, false, why);
   mask_cache_.clear();
   masks_stale_ = true;
   const auto jobs = admission_->RequeueNode(state_, n, why);
@@ -504,7 +490,10 @@ void SchedulerCore::SubmitPending(double now) {
     spec.priority = first.req.priority;
     spec.arrival = now;
     spec.pod = first.req.demand;
-    if (WantsSlice(first.req)) spec.slice = first.req.slices;
+    if (WantsSlice(first.req)) {
+      spec.slice = first.req.slices;
+      for (size_t i = 0; i < keys.size(); ++i) planner_.Observe(first.req.slices);
+    }
     spec.pods = static_cast<int>(keys.size());
     spec.min_member = std::min(min_member, spec.pods);
     spec.allowed_nodes = MaskFor(first.req);
@@ -601,6 +590,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
   CycleOutput out;
   last_now_ = now;
   ++stats_.cycles;
+  ExpireRelayouts(now);
   out.notices = std::move(deferred_notices_);
   deferred_notices_.clear();
   out.evictions = std::move(held_evictions_);
@@ -745,10 +735,13 @@ CycleOutput SchedulerCore::Cycle(double now) {
       ++it;
     }
   }
+  // MIG re-layouts for slice pods no current layout can host.
+  PlanRelayouts(now, out);
   // Why the others wait.
   for (const auto& [id, j] : jobs_) {
     if (admission_->state(id) != JobState::kPending) continue;
-    const std::string why = admission_->WhyPending(id);
+    auto rw = relayout_wait_.find(id);
+    const std::string why = rw != relayout_wait_.end() ? rw->second : admission_->WhyPending(id);
     for (const auto& key : j->pods) Notice(key, "Unschedulable", why, out);
   }
   for (const auto& [gang, keys] : gang_waiting_) {

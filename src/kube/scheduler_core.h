@@ -35,6 +35,7 @@
 
 #include "admission/admission.h"
 #include "kube/translate.h"
+#include "sharing/mig_planner.h"
 
 namespace tessera::kube {
 
@@ -48,6 +49,13 @@ struct SchedulerConfig {
   // but when only its parenthesised detail changed, at most this often, so reasons whose
   // supporting figures move every cycle do not flood the API server.
   double notice_interval_s = 30;
+  // MIG re-layouts (two phases): when a slice pod fits no current layout, the scheduler may ask
+  // a node to re-lay out one GPU, destroying only free instances (LayoutAction); the pod is
+  // bound only after the node reports the layout applied. A GPU whose apply failed or did not
+  // finish within mig_relayout_timeout_s is not planned again for that long.
+  bool mig_relayout = true;
+  double mig_relayout_timeout_s = 120;
+  int max_relayouts_per_cycle = 8;
   uint64_t seed = 1;
   Status Validate() const;
 };
@@ -70,7 +78,20 @@ struct EvictAction {
   std::string reason;
 };
 
+// A MIG layout the scheduler wants on one GPU of a node; the runtime records it in the node's
+// MigLayout object (docs/OPERATIONS.md) and the node agent applies it and reports back through
+// SchedulerCore::LayoutReported. Revisions grow monotonically per scheduler.
+struct LayoutAction {
+  std::string node;
+  int gpu = 0;
+  int64_t revision = 0;
+  bool mig_enabled = true;
+  std::string layout;  // MigLayoutString form, e.g. "3g.40gb@0 2g.20gb@4 1g.10gb@6"
+  std::string reason;  // e.g. "create 3g.40gb for a pending strict workload; destroys 2 free ..."
+};
+
 struct CycleOutput {
+  std::vector<LayoutAction> layouts;  // new desired layouts to record
   std::vector<BindAction> binds;
   std::vector<EvictAction> evictions;
   std::vector<PodNotice> notices;  // only when a pod's message changed since the last notice
@@ -80,6 +101,7 @@ struct CycleOutput {
 struct CoreStats {
   int64_t nodes = 0, pods_pending = 0, pods_bound = 0, binds_issued = 0, bind_failures = 0;
   int64_t adopted = 0, adopt_failures = 0, invalid = 0, requeued_by_node = 0, cycles = 0;
+  int64_t relayouts_planned = 0, relayouts_applied = 0, relayouts_failed = 0;
 };
 
 class SchedulerCore {
@@ -103,6 +125,12 @@ class SchedulerCore {
   // kEvictionRetryMaxSeconds: the budget may allow it later (e.g. once replacements run
   // elsewhere), and a waiting preemptor must then get its chance.
   void EvictionFailed(const EvictAction& e, const Status& why);
+  // The node agent's outcome for a LayoutAction: applied (the ledger takes the new layout and
+  // pods may use it from the next cycle) or failed (the plan is reverted, its GPU is left alone
+  // for mig_relayout_timeout_s and the waiting pods are told why). Reports for unknown or
+  // superseded revisions are ignored; returns whether the report was taken.
+  bool LayoutReported(const std::string& node, int gpu, int64_t revision, bool applied,
+                      const std::string& message);
   static constexpr double kEvictionRetrySeconds = 30;
   static constexpr double kEvictionRetryMaxSeconds = 600;
 
@@ -175,6 +203,27 @@ class SchedulerCore {
   };
   std::map<std::string, EvictionRetry> eviction_retry_;
   std::map<std::string, std::string> layout_conflicts_;  // "node/gpu" -> why the layout is stale
+  // MIG re-layouts in flight (scheduler_relayout.cc).
+  struct Relayout {
+    int64_t revision = 0;
+    bool mig_after = true;
+    MigLayout after;
+    std::string reason;
+    double started = 0;
+    WorkloadId job = 0;
+    std::vector<WorkloadId> placeholders;  // ledger entries holding the GPU meanwhile
+  };
+  using GpuKey = std::pair<NodeIdx, int>;
+  void PlanRelayouts(double now, CycleOutput& out);
+  void ExpireRelayouts(double now);
+  // Ends a re-layout: applied -> the ledger takes the layout; otherwise it is reverted.
+  void EndRelayout(GpuKey key, bool applied, const std::string& why);
+  std::map<GpuKey, Relayout> relayouts_;
+  std::map<GpuKey, double> relayout_backoff_;        // GPU -> not planned again before this time
+  std::map<WorkloadId, std::string> relayout_wait_;  // job -> the re-layout it waits for
+  MigPlanner planner_;
+  int64_t next_revision_ = 1;
+  WorkloadId next_placeholder_ = WorkloadId{1} << 60;
 };
 
 }  // namespace tessera::kube

@@ -56,7 +56,9 @@ std::map<int, double> MigPlanner::Mix(const MigGeometry& geo) const {
   return mix;
 }
 
-Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const SliceDemand& d) const {
+Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const SliceDemand& d,
+                                        const std::vector<uint8_t>* allowed,
+                                        const std::vector<GpuMask>* frozen) const {
   using Key = std::tuple<int, double, int, NodeIdx, int>;  // lower is better
   bool found = false;
   Key best_key{};
@@ -64,6 +66,7 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
   int mig_nodes = 0, busy_gpus = 0;
   std::map<const MigGeometry*, std::map<int, double>> mixes;
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
     if (!HostFits(cluster, n, d)) continue;
     const GpuModelId model = cluster.spec(n).model;
     const MigGeometry* geo = MigGeometryFor(model);
@@ -75,7 +78,9 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
     auto mit = mixes.find(geo);
     if (mit == mixes.end()) mit = mixes.emplace(geo, Mix(*geo)).first;
     const auto& mix = mit->second;
+    const GpuMask skip = frozen && n < frozen->size() ? (*frozen)[n] : 0;
     for (int g = 0; g < cluster.gpu_count(n); ++g) {
+      if ((skip >> g) & 1) continue;
       const GpuSlices& gpu = cluster.gpu(n, g);
       MigLayout busy;
       const MigLayout current = gpu.Layout();

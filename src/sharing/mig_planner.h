@@ -46,8 +46,11 @@ class MigPlanner {
   // A reconfiguration of one GPU after which a free MIG instance that covers `d` (its smallest
   // covering profile on that GPU's model, selector.h SizeSlice) exists on a node with enough
   // host CPU/memory and an allowed model. NotFound with the reason if no GPU can change without
-  // disturbing running work.
-  Result<MigReconfig> PlanFor(const ClusterState& cluster, const SliceDemand& d) const;
+  // disturbing running work. With `allowed` (one byte per node, non-zero = may be used) other
+  // nodes are left out; with `frozen` (one GpuMask per node) those GPUs are not touched.
+  Result<MigReconfig> PlanFor(const ClusterState& cluster, const SliceDemand& d,
+                              const std::vector<uint8_t>* allowed = nullptr,
+                              const std::vector<GpuMask>* frozen = nullptr) const;
   // For a whole-GPU demand: MIG-enabled GPUs with no workload, on one node, whose MIG mode is
   // turned off so that, with the node's idle GPUs, `d.whole_gpus` (at least 1) GPUs are idle.
   // NotFound if no node can get there without disturbing running work.

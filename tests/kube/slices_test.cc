@@ -53,9 +53,11 @@ Json PodJson(const std::string& name, Json limits, Json annotations = Json::obje
 const Json kMig1g = {{"nvidia.com/mig-1g.10gb", "1"}};
 const std::vector<std::string> kLayouts = {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 3g.40gb@4", ""};
 
-std::unique_ptr<SchedulerCore> Core() {
+std::unique_ptr<SchedulerCore> Core(bool relayout = true) {
   SchedulerConfig cfg;
   cfg.gang_settle_s = 0;
+  cfg.mig_relayout = relayout;
+  cfg.mig_relayout_timeout_s = 60;
   auto c = SchedulerCore::Create(cfg);
   EXPECT_TRUE(c.ok()) << c.status().message();
   return std::move(c.value());
@@ -106,12 +108,17 @@ TEST(SchedulerSlicesTest, MigRequestsGetDistinctConcreteInstances) {
   EXPECT_EQ(w.kind, AssignmentKind::kExclusive);
   EXPECT_EQ(w.gpus, std::vector<int>{1});
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
-  // The fifth MIG pod waits with a reason.
+  // The fifth MIG pod waits for a re-layout of GPU 0 that turns the free 3g.40gb into 1g.10gb
+  // instances; the busy 1g.10gb instances stay.
   std::string waiting;
   for (int i = 0; i < 5; ++i)
     if (!a.count("mig" + std::to_string(i))) waiting = Notice(out, "mig" + std::to_string(i));
-  EXPECT_NE(waiting.find("Unschedulable"), std::string::npos) << waiting;
-  EXPECT_NE(waiting.find("MIG"), std::string::npos) << waiting;
+  EXPECT_NE(waiting.find("re-lay out GPU 0"), std::string::npos) << waiting;
+  ASSERT_EQ(out.layouts.size(), 1u);
+  EXPECT_EQ(out.layouts[0].gpu, 0);
+  for (const char* kept : {"1g.10gb@0", "1g.10gb@1", "1g.10gb@2", "1g.10gb@3"})
+    EXPECT_NE(out.layouts[0].layout.find(kept), std::string::npos) << out.layouts[0].layout;
+  EXPECT_EQ(out.layouts[0].layout.find("3g.40gb"), std::string::npos) << out.layouts[0].layout;
 }
 
 TEST(SchedulerSlicesTest, StrictIsolationSharesAreSizedToAMigInstance) {
@@ -169,7 +176,7 @@ TEST(SchedulerSlicesTest, ARestartedSchedulerNeverAssignsAnInstanceTwice) {
 }
 
 TEST(SchedulerSlicesTest, InventoryLayoutChangesReachTheLedgerUnlessTheyDestroyBusyInstances) {
-  auto core = Core();
+  auto core = Core(/*relayout=*/false);
   core->UpsertNode(MigNodeJson("m", {"", ""}));
   core->UpsertPod(PodJson("mig", kMig1g));
   EXPECT_TRUE(core->Cycle(1).binds.empty());  // no MIG GPU yet
@@ -181,6 +188,93 @@ TEST(SchedulerSlicesTest, InventoryLayoutChangesReachTheLedgerUnlessTheyDestroyB
   // the layout.
   core->UpsertNode(MigNodeJson("m", {"", ""}));
   EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+// Two phases: the plan holds the GPU, the pod is bound only once the node reports the layout.
+TEST(SchedulerRelayoutTest, BindsOnlyAfterTheNodeReportsTheLayoutApplied) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {""}));
+  core->UpsertPod(PodJson("big", {{"nvidia.com/mig-3g.40gb", "1"}}));
+  const CycleOutput out1 = core->Cycle(1);
+  EXPECT_TRUE(out1.binds.empty());
+  ASSERT_EQ(out1.layouts.size(), 1u);
+  const LayoutAction act = out1.layouts[0];
+  EXPECT_EQ(act.node, "m");
+  EXPECT_TRUE(act.mig_enabled);
+  EXPECT_NE(act.layout.find("3g.40gb@"), std::string::npos) << act.layout;
+  // Meanwhile the GPU is held: a whole-GPU pod does not get it, and no second plan is made.
+  core->UpsertPod(PodJson("whole", {{"nvidia.com/gpu", "1"}}));
+  const CycleOutput out2 = core->Cycle(2);
+  EXPECT_TRUE(out2.binds.empty());
+  EXPECT_TRUE(out2.layouts.empty());
+  EXPECT_FALSE(core->cluster().gpu(0, 0).mig_enabled());                   // not before the report
+  EXPECT_FALSE(core->LayoutReported("m", 0, act.revision + 1, true, ""));  // unknown revision
+  EXPECT_TRUE(core->LayoutReported("m", 0, act.revision, true, ""));
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  const auto a = Assignments(core->Cycle(3));
+  ASSERT_EQ(a.count("big"), 1u);
+  EXPECT_EQ(a.at("big").kind, AssignmentKind::kMig);
+  EXPECT_EQ(a.at("big").uuids, std::vector<std::string>{"GPU-m-0"});
+  EXPECT_EQ(a.at("big").mig_instance.rfind("3g.40gb@", 0), 0u);
+  EXPECT_NE(act.layout.find(a.at("big").mig_instance), std::string::npos);
+  EXPECT_EQ(a.count("whole"), 0u);  // GPU 0 is a MIG GPU now
+  EXPECT_EQ(core->stats().relayouts_applied, 1);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+struct RevertCase {
+  const char* name;
+  bool timeout;  // else the node reports a failure
+  const char* expect;
+};
+
+class SchedulerRelayoutRevertTest : public testing::TestWithParam<RevertCase> {};
+
+TEST_P(SchedulerRelayoutRevertTest, AFailedOrLateApplyRevertsAndTellsThePod) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {""}));
+  core->UpsertPod(PodJson("big", {{"nvidia.com/mig-3g.40gb", "1"}}));
+  const CycleOutput out1 = core->Cycle(1);
+  ASSERT_EQ(out1.layouts.size(), 1u);
+  double now = 2;
+  if (GetParam().timeout) {
+    now = 1 + 60 + 1;  // past mig_relayout_timeout_s
+  } else {
+    EXPECT_TRUE(
+        core->LayoutReported("m", 0, out1.layouts[0].revision, false, "NVML: GPU instance in use"));
+  }
+  core->UpsertPod(PodJson("whole", {{"nvidia.com/gpu", "1"}}));
+  const CycleOutput out2 = core->Cycle(now);
+  const std::string n = Notice(out2, "big");
+  EXPECT_NE(n.find("MigRelayoutFailed"), std::string::npos) << n;
+  EXPECT_NE(n.find(GetParam().expect), std::string::npos) << n;
+  // The GPU is free again (the whole-GPU pod takes it), still without MIG, and is not planned
+  // again while it backs off.
+  EXPECT_FALSE(core->cluster().gpu(0, 0).mig_enabled());
+  const auto a = Assignments(out2);
+  EXPECT_EQ(a.count("whole"), 1u);
+  EXPECT_TRUE(out2.layouts.empty());
+  EXPECT_EQ(core->stats().relayouts_failed, 1);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Outcomes, SchedulerRelayoutRevertTest,
+                         testing::Values(RevertCase{"failure", false, "GPU instance in use"},
+                                         RevertCase{"timeout", true,
+                                                    "not reported applied within 60 s"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(SchedulerRelayoutTest, ALostNodeEndsItsReLayouts) {
+  auto core = Core();
+  const Json node = MigNodeJson("m", {""});
+  core->UpsertNode(node);
+  core->UpsertPod(PodJson("big", {{"nvidia.com/mig-3g.40gb", "1"}}));
+  const CycleOutput out1 = core->Cycle(1);
+  ASSERT_EQ(out1.layouts.size(), 1u);
+  core->DeleteNode(node);
+  EXPECT_FALSE(core->LayoutReported("m", 0, out1.layouts[0].revision, true, ""));
+  EXPECT_EQ(core->cluster().num_allocations(), 0u);  // the placeholders are gone
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 

@@ -1,0 +1,32 @@
+// SchedulerCore's per-pod and per-job records, shared by its implementation files
+// (scheduler_core.cc, scheduler_relayout.cc). Not part of the interface.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kube/scheduler_core.h"
+
+namespace tessera::kube {
+
+struct SchedulerCore::PodEntry {
+  PodRequest req;
+  std::string key;
+  WorkloadId job = 0;  // admission job holding this pod (0 = none)
+  int index = -1;      // pod index inside the job
+  bool bound = false;  // the API server shows it on a node
+  bool ours = false;   // scheduled by this scheduler
+  bool adopted = false;
+  bool submitted = false;
+  double first_pending = -1;  // cycle time at which it was first seen pending
+  std::string bind_node;      // node of the bind issued for it, until confirmed or failed
+};
+
+struct SchedulerCore::JobEntry {
+  WorkloadId id = 0;
+  std::vector<std::string> pods;  // pod keys by index
+  bool adopted = false;
+  bool bind_issued = false;
+};
+
+}  // namespace tessera::kube

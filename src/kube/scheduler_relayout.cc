@@ -1,0 +1,148 @@
+// SchedulerCore: MIG re-layouts in two phases. Planning records the desired layout of one GPU
+// (LayoutAction) and holds the GPU in the ledger with placeholder slices, so nothing is placed
+// on instances about to be destroyed; only the node's report (LayoutReported) changes the
+// layout in the ledger, after which the waiting pods are placed by the normal cycle. A failure
+// or a timeout reverts the plan.
+#include <bit>
+#include <cstdio>
+
+#include "kube/scheduler_core.h"
+#include "kube/scheduler_core_internal.h"
+
+namespace tessera::kube {
+
+void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
+  for (auto it = relayout_wait_.begin(); it != relayout_wait_.end();) {
+    if (admission_->state(it->first) == JobState::kPending)
+      ++it;
+    else
+      it = relayout_wait_.erase(it);
+  }
+  if (!config_.mig_relayout) return;
+  std::vector<GpuMask> frozen(state_.num_nodes(), 0);
+  for (const auto& [key, r] : relayouts_) frozen[key.first] |= GpuMask{1} << key.second;
+  for (auto it = relayout_backoff_.begin(); it != relayout_backoff_.end();) {
+    if (it->second <= now) {
+      it = relayout_backoff_.erase(it);
+      continue;
+    }
+    frozen[it->first.first] |= GpuMask{1} << it->first.second;
+    ++it;
+  }
+  int planned = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (planned >= config_.max_relayouts_per_cycle) break;
+    if (relayout_wait_.count(id) || job->pods.empty()) continue;
+    if (admission_->state(id) != JobState::kPending) continue;
+    auto pt = pods_.find(job->pods.front());
+    if (pt == pods_.end() || !WantsSlice(pt->second->req)) continue;
+    const PodRequest& req = pt->second->req;
+    const auto mask = MaskFor(req);
+    auto plan = planner_.PlanFor(state_, req.slices, mask.get(), &frozen);
+    if (!plan.ok()) continue;
+    const NodeIdx n = plan->node;
+    const int g = plan->gpu;
+    // Hold the GPU: every free instance (or the idle GPU) gets a placeholder slice.
+    Relayout r;
+    const GpuSlices& gpu = state_.gpu(n, g);
+    bool held = true;
+    if (gpu.mig_enabled()) {
+      for (const MigSlot& slot : gpu.instances) {
+        if (slot.use != MigSlot::Use::kFree) continue;
+        const WorkloadId ph = next_placeholder_++;
+        held = held && state_
+                           .Allocate(ph, SliceDemand{},
+                                     SliceAssignment{SliceKind::kMig, n, GpuMask{1} << g,
+                                                     slot.instance.start, 0, 0})
+                           .ok();
+        r.placeholders.push_back(ph);
+      }
+    } else {
+      const WorkloadId ph = next_placeholder_++;
+      SliceDemand whole;
+      whole.whole_gpus = 1;
+      held = state_
+                 .Allocate(ph, whole,
+                           SliceAssignment{SliceKind::kExclusive, n, GpuMask{1} << g, -1, 0, 0})
+                 .ok();
+      r.placeholders.push_back(ph);
+    }
+    if (!held) {
+      for (WorkloadId ph : r.placeholders) (void)state_.Release(ph);
+      continue;
+    }
+    r.revision = next_revision_++;
+    r.mig_after = plan->mig_after;
+    r.after = plan->after;
+    r.reason = plan->reason;
+    r.started = now;
+    r.job = id;
+    const NodeInfo& info = node_info_[n];
+    const MigGeometry* geo = MigGeometryFor(info.model);
+    const std::string layout = geo ? MigLayoutString(*geo, r.after) : "";
+    out.layouts.push_back({info.spec.name, g, r.revision, r.mig_after, layout, r.reason});
+    relayout_wait_[id] = "waiting for node " + info.spec.name + " to re-lay out GPU " +
+                         std::to_string(g) + " as " + layout + " (revision " +
+                         std::to_string(r.revision) + "): " + r.reason;
+    relayouts_[{n, g}] = std::move(r);
+    frozen[n] |= GpuMask{1} << g;
+    ++stats_.relayouts_planned;
+    ++planned;
+  }
+}
+
+void SchedulerCore::ExpireRelayouts(double now) {
+  std::vector<GpuKey> expired;
+  for (const auto& [key, r] : relayouts_)
+    if (now - r.started > config_.mig_relayout_timeout_s) expired.push_back(key);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", config_.mig_relayout_timeout_s);
+  for (const GpuKey& key : expired)
+    EndRelayout(key, false, std::string("not reported applied within ") + buf + " s");
+}
+
+void SchedulerCore::EndRelayout(GpuKey key, bool applied, const std::string& why) {
+  auto it = relayouts_.find(key);
+  if (it == relayouts_.end()) return;
+  Relayout r = std::move(it->second);
+  relayouts_.erase(it);
+  for (WorkloadId ph : r.placeholders) (void)state_.Release(ph);
+  std::string failure = why;
+  if (applied) {
+    auto diff = state_.SetMigLayout(key.first, key.second, r.mig_after, r.after);
+    if (diff.ok()) {
+      ++stats_.relayouts_applied;
+      relayout_wait_.erase(r.job);
+      return;
+    }
+    failure = "reported applied, but the ledger refuses it: " + diff.status().message();
+  }
+  ++stats_.relayouts_failed;
+  relayout_backoff_[key] = last_now_ + config_.mig_relayout_timeout_s;
+  relayout_wait_.erase(r.job);
+  const std::string node = node_info_[key.first].spec.name;
+  const std::string msg = "MIG re-layout of node " + node + " GPU " + std::to_string(key.second) +
+                          " (revision " + std::to_string(r.revision) + ") failed: " + failure +
+                          "; the pod waits for another placement";
+  auto jt = jobs_.find(r.job);
+  if (jt == jobs_.end()) return;
+  for (const auto& pod_key : jt->second->pods) {
+    auto pt = pods_.find(pod_key);
+    if (pt == pods_.end() || pt->second->bound) continue;
+    const PodRequest& p = pt->second->req;
+    deferred_notices_.push_back({p.ns, p.name, p.uid, "MigRelayoutFailed", msg});
+  }
+}
+
+bool SchedulerCore::LayoutReported(const std::string& node, int gpu, int64_t revision, bool applied,
+                                   const std::string& message) {
+  auto nt = node_index_.find(node);
+  if (nt == node_index_.end()) return false;
+  auto it = relayouts_.find({nt->second, gpu});
+  if (it == relayouts_.end() || it->second.revision != revision) return false;
+  EndRelayout({nt->second, gpu}, applied,
+              message.empty() ? "the node reported a failure" : message);
+  return true;
+}
+
+}  // namespace tessera::kube
