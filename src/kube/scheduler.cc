@@ -83,11 +83,11 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   }
   SchedulerRuntimeConfig c;
   if (!root || root.IsNull()) return c;
-  TESSERA_RETURN_IF_ERROR(
-      CheckKeys(root, "",
-                {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
-                 "cycleIntervalSeconds", "podConditions", "podEvents", "admission",
-                 "gangSettleSeconds", "podNoticeIntervalSeconds", "queues", "seed"}));
+  TESSERA_RETURN_IF_ERROR(CheckKeys(
+      root, "",
+      {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
+       "cycleIntervalSeconds", "podConditions", "podEvents", "admission", "gangSettleSeconds",
+       "podNoticeIntervalSeconds", "migRelayout", "migRelayoutTimeoutSeconds", "queues", "seed"}));
   TESSERA_RETURN_IF_ERROR(Get(root, "schedulerName", "", c.core.scheduler_name));
   TESSERA_RETURN_IF_ERROR(Get(root, "policy", "", c.core.policy));
   TESSERA_RETURN_IF_ERROR(Get(root, "metricsAddress", "", c.metrics_addr));
@@ -96,6 +96,9 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   TESSERA_RETURN_IF_ERROR(Get(root, "podEvents", "", c.pod_events));
   TESSERA_RETURN_IF_ERROR(Get(root, "gangSettleSeconds", "", c.core.gang_settle_s));
   TESSERA_RETURN_IF_ERROR(Get(root, "podNoticeIntervalSeconds", "", c.core.notice_interval_s));
+  TESSERA_RETURN_IF_ERROR(Get(root, "migRelayout", "", c.core.mig_relayout));
+  TESSERA_RETURN_IF_ERROR(
+      Get(root, "migRelayoutTimeoutSeconds", "", c.core.mig_relayout_timeout_s));
   TESSERA_RETURN_IF_ERROR(Get(root, "seed", "", c.core.seed));
   if (auto le = root["leaderElection"]) {
     const std::string p = "leaderElection";
@@ -339,6 +342,32 @@ struct Scheduler::Impl {
     wake.notify_one();
   }
 
+  // Writes a desired layout into the node's MigLayout object (created on first use).
+  Status RecordLayout(const LayoutAction& a) {
+    const std::string path = std::string(kMigLayoutsPath) + "/" + a.node;
+    const Json entry = {{"revision", a.revision},
+                        {"migEnabled", a.mig_enabled},
+                        {"layout", a.layout},
+                        {"reason", a.reason.substr(0, 1024)}};
+    const Json gpus = {{std::to_string(a.gpu), entry}};
+    Status s;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      s = client.MergePatch(path, {{"spec", {{"nodeName", a.node}, {"gpus", gpus}}}}).status();
+      if (HttpStatusOf(s) == 404) {
+        const Json obj = {{"apiVersion", "tessera.io/v1alpha1"},
+                          {"kind", "MigLayout"},
+                          {"metadata", {{"name", a.node}}},
+                          {"spec", {{"nodeName", a.node}, {"gpus", gpus}}}};
+        s = client.Post(kMigLayoutsPath, obj).status();
+        if (HttpStatusOf(s) == 409) continue;  // created meanwhile: patch it
+      }
+      const int code = HttpStatusOf(s);
+      if (s.ok() || (code != 0 && code != 429 && code < 500)) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 << attempt));
+    }
+    return s;
+  }
+
   void Dispatch(CycleOutput out) {
     for (auto& b : out.binds) {
       EnqueueUrgent([this, b = std::move(b)] {
@@ -365,6 +394,19 @@ struct Scheduler::Impl {
           core->BindFailed(b, s);
           dirty = true;
         }
+      });
+    }
+    for (auto& a : out.layouts) {
+      EnqueueUrgent([this, a = std::move(a)] {
+        Status s = RecordLayout(a);
+        if (s.ok()) return;
+        std::fprintf(stderr,
+                     "tessera scheduler: recording the MIG layout of %s GPU %d failed: %s\n",
+                     a.node.c_str(), a.gpu, s.message().c_str());
+        std::lock_guard<std::mutex> lc(mu);
+        core->LayoutReported(a.node, a.gpu, a.revision, false,
+                             "the layout could not be recorded: " + s.message());
+        dirty = true;
       });
     }
     for (auto& e : out.evictions) {
@@ -578,12 +620,34 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       std::this_thread::sleep_for(std::chrono::duration<double>(backoff.Next()));
     }
   };
+  // MigLayout objects: the node agents' reports on the layouts asked for. Without the CRD
+  // (404), MIG re-layouts are off and slice pods use the layouts the nodes have.
+  InformerHandlers mh;
+  mh.on_add = locked([](SchedulerCore& c, const Json& o) { c.UpsertMigLayout(o); });
+  mh.on_update = [&](const Json&, const Json& o) {
+    locked([](SchedulerCore& c, const Json& x) { c.UpsertMigLayout(x); })(o);
+  };
+  Informer layouts(im.client, kMigLayoutsPath, {}, mh, im.config.core.seed + 2);
   Status s = start(nodes);
   if (!s.ok()) return finish(s);
   s = start(pods);
   if (!s.ok()) {
     nodes.Stop();
     return finish(s);
+  }
+  bool watching_layouts = false;
+  if (im.config.core.mig_relayout) {
+    s = start(layouts);
+    if (s.ok()) {
+      watching_layouts = true;
+    } else {
+      std::fprintf(stderr,
+                   "tessera scheduler: MigLayout objects unavailable (%s); MIG re-layouts are "
+                   "off\n",
+                   s.message().c_str());
+      std::lock_guard<std::mutex> l(im.mu);
+      im.core->SetRelayoutEnabled(false);
+    }
   }
   {
     std::lock_guard<std::mutex> l(im.smu);
@@ -619,7 +683,8 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       std::lock_guard<std::mutex> l(im.smu);
       ++im.st.cycles;
     }
-    if (!out.binds.empty() || !out.evictions.empty() || !out.notices.empty())
+    if (!out.binds.empty() || !out.evictions.empty() || !out.notices.empty() ||
+        !out.layouts.empty())
       im.Dispatch(std::move(out));
   }
   // Graceful shutdown: finish in-flight work, stop watching, give up the lease.
@@ -630,6 +695,7 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
   }
   im.qcv.notify_all();
   for (auto& w : workers) w.join();
+  if (watching_layouts) layouts.Stop();
   pods.Stop();
   nodes.Stop();
   {

@@ -22,6 +22,9 @@ Status SchedulerConfig::Validate() const {
   if (!(gang_settle_s >= 0)) return InvalidArgument("gang_settle_s must be >= 0");
   if (!(notice_interval_s >= 0 && notice_interval_s <= 86400))
     return InvalidArgument("notice_interval_s must be within [0, 86400]");
+  if (!(mig_relayout_timeout_s > 0 && mig_relayout_timeout_s <= 86400))
+    return InvalidArgument("mig_relayout_timeout_s must be within (0, 86400]");
+  if (max_relayouts_per_cycle < 0) return InvalidArgument("max_relayouts_per_cycle must be >= 0");
   for (const auto& q : queues)
     if (q.name == kExternalQueue) return InvalidArgument("queue name _external is reserved");
   return admission.Validate();

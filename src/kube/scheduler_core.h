@@ -131,6 +131,12 @@ class SchedulerCore {
   // superseded revisions are ignored; returns whether the report was taken.
   bool LayoutReported(const std::string& node, int gpu, int64_t revision, bool applied,
                       const std::string& message);
+  // A MigLayout object (deploy/crds/miglayout.yaml) as the API server sends it: every GPU whose
+  // status reports an outcome (Applied or Failed) for the revision in flight is passed to
+  // LayoutReported. Malformed entries are skipped.
+  void UpsertMigLayout(const Json& obj);
+  // Turns MIG re-layout planning on or off (e.g. off when the MigLayout CRD is not installed).
+  void SetRelayoutEnabled(bool on) { config_.mig_relayout = on; }
   static constexpr double kEvictionRetrySeconds = 30;
   static constexpr double kEvictionRetryMaxSeconds = 600;
 

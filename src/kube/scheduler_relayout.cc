@@ -4,6 +4,7 @@
 // layout in the ledger, after which the waiting pods are placed by the normal cycle. A failure
 // or a timeout reverts the plan.
 #include <bit>
+#include <charconv>
 #include <cstdio>
 
 #include "kube/scheduler_core.h"
@@ -143,6 +144,36 @@ bool SchedulerCore::LayoutReported(const std::string& node, int gpu, int64_t rev
   EndRelayout({nt->second, gpu}, applied,
               message.empty() ? "the node reported a failure" : message);
   return true;
+}
+
+void SchedulerCore::UpsertMigLayout(const Json& obj) {
+  if (!obj.is_object()) return;
+  std::string node;
+  const Json* spec = obj.contains("spec") && obj["spec"].is_object() ? &obj["spec"] : nullptr;
+  if (spec && spec->contains("nodeName") && (*spec)["nodeName"].is_string())
+    node = (*spec)["nodeName"].get<std::string>();
+  if (node.empty() && obj.contains("metadata") && obj["metadata"].is_object())
+    node = obj["metadata"].value("name", "");
+  auto st = obj.find("status");
+  if (node.empty() || st == obj.end() || !st->is_object()) return;
+  auto gpus = st->find("gpus");
+  if (gpus == st->end() || !gpus->is_object()) return;
+  for (auto it = gpus->begin(); it != gpus->end(); ++it) {
+    int index = -1;
+    const std::string& k = it.key();
+    if (std::from_chars(k.data(), k.data() + k.size(), index).ptr != k.data() + k.size()) continue;
+    const Json& g = it.value();
+    if (!g.is_object() || !g.contains("observedRevision") ||
+        !g["observedRevision"].is_number_integer() || !g.contains("state") ||
+        !g["state"].is_string())
+      continue;
+    const std::string state = g["state"].get<std::string>();
+    if (state != "Applied" && state != "Failed") continue;
+    const std::string message =
+        g.contains("message") && g["message"].is_string() ? g["message"].get<std::string>() : "";
+    (void)LayoutReported(node, index, g["observedRevision"].get<int64_t>(), state == "Applied",
+                         message);
+  }
 }
 
 }  // namespace tessera::kube

@@ -70,6 +70,8 @@ inline constexpr const char* kAnnotationAssignment = "tessera.io/assignment";
 inline constexpr const char* kAnnotationInventory = "tessera.io/gpu-inventory";
 
 inline constexpr const char* kDefaultQueue = "default";
+// The MigLayout objects (deploy/crds/miglayout.yaml): desired and applied MIG layouts per node.
+inline constexpr const char* kMigLayoutsPath = "/apis/tessera.io/v1alpha1/miglayouts";
 // GPU memory a memory-only share is measured against when the model is not yet known.
 inline constexpr int64_t kReferenceGpuMemoryMib = 81920;
 

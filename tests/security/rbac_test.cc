@@ -5,9 +5,10 @@
 // ServiceAccount: nothing the code calls may be missing, no granted rule may go unused.
 //
 //   tessera scheduler: the Scheduler runtime with the leader election settings of
-//     deploy/scheduler/configmap.yaml, through leader election, the Queue list, the node and
-//     pod informers, binding, preemption (eviction and its Event), and a pod notice (status
-//     patch and Event), then a graceful stop (lease release).
+//     deploy/scheduler/configmap.yaml, through leader election, the Queue list, the node, pod
+//     and MigLayout informers, binding, preemption (eviction and its Event), a pod notice
+//     (status patch and Event), a MIG re-layout (MigLayout created, reported applied, pod
+//     bound), then a graceful stop (lease release).
 //   tessera extender: the `tessera` binary itself (informers over nodes and pods, then a bind
 //     request through its HTTP front end: the pod lookup by name and the binding).
 #include <fcntl.h>
@@ -370,6 +371,27 @@ std::vector<RecordedRequest> SchedulerRequests() {
     // Preemption: a higher-priority pod evicts the bound one, then binds.
     EXPECT_TRUE(server.Create("/api/v1/namespaces/ml/pods", PodJson("high", "2", 10)).ok());
     EXPECT_TRUE(WaitUntil([&] { return NodeOf(server, "high") == "gpu-node-0"; }));
+    // A MIG pod no layout can host: the scheduler records a MIG layout for the idle A100 (the
+    // MigLayout object is created), the node reports it applied, and the pod binds.
+    EXPECT_TRUE(
+        server.Create("/api/v1/nodes", kubetest::GpuNodeJson("mig-node", 1, "A100-80GB")).ok());
+    Json mig = PodJson("mig", "1");
+    mig["spec"]["containers"][0]["resources"]["limits"] = {{"nvidia.com/mig-3g.40gb", "1"}};
+    EXPECT_TRUE(server.Create("/api/v1/namespaces/ml/pods", mig).ok());
+    const std::string layout_path = std::string(kMigLayoutsPath) + "/mig-node";
+    EXPECT_TRUE(WaitUntil([&] { return server.Get(layout_path).has_value(); }));
+    if (auto obj = server.Get(layout_path)) {
+      const Json& g = (*obj)["spec"]["gpus"]["0"];
+      EXPECT_TRUE(server
+                      .MergePatch(layout_path, {{"status",
+                                                 {{"gpus",
+                                                   {{"0",
+                                                     {{"observedRevision", g.value("revision", 0)},
+                                                      {"state", "Applied"},
+                                                      {"layout", g.value("layout", "")}}}}}}}})
+                      .ok());
+    }
+    EXPECT_TRUE(WaitUntil([&] { return NodeOf(server, "mig") == "mig-node"; }));
     stop = true;
     run.join();
     const RuntimeStats st = sched.stats();
