@@ -9,6 +9,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct SharingConfig {
   SelectorConfig selector;
   MigPlannerConfig planner;
   bool reconfigure_mig = true;  // false: use the layouts as they are
+  // A multi-GPU demand that does not fit reserves one node with enough GPUs (the one with the
+  // most idle GPUs): other work is not placed there until the demand is placed or forgotten,
+  // so the node drains. At most this many nodes are reserved at once; 0 = no reservations.
+  int max_reserved_nodes = 4;
 };
 // InvalidArgument naming the bad field.
 Status ValidateSharingConfig(const SharingConfig& c);
@@ -43,10 +48,22 @@ class SharingAllocator {
   // layouts for what is likely to come. Optional.
   void Observe(const SliceDemand& d);
 
+  // Places `d` as `id`; a multi-GPU demand that does not fit may reserve a node (see
+  // SharingConfig::max_reserved_nodes). Calling Place again with the same id retries it.
   PlaceOutcome Place(ClusterState& cluster, WorkloadId id, const SliceDemand& d);
+  // The workload will not be retried (it gave up): its reservation ends.
+  void Forget(WorkloadId id) { reserved_.erase(id); }
+  size_t reserved_nodes() const { return reserved_.size(); }
 
  private:
+  // Nodes other work may use: all but the reserved ones (except `id`'s own); null when none.
+  const std::vector<uint8_t>* Allowed(const ClusterState& cluster, WorkloadId id);
+  void Reserve(const ClusterState& cluster, WorkloadId id, const SliceDemand& d);
+  PlaceOutcome PlaceOn(ClusterState& cluster, WorkloadId id, const SliceDemand& d,
+                       const std::vector<uint8_t>* allowed);
   SharingConfig config_;
+  std::map<WorkloadId, NodeIdx> reserved_;
+  std::vector<uint8_t> allowed_buf_;
   SliceSelector selector_;
   MigPlanner planner_;
 };

@@ -59,7 +59,10 @@ std::map<int, double> MigPlanner::Mix(const MigGeometry& geo) const {
 Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const SliceDemand& d,
                                         const std::vector<uint8_t>* allowed,
                                         const std::vector<GpuMask>* frozen) const {
-  using Key = std::tuple<int, double, int, NodeIdx, int>;  // lower is better
+  // Lower is better: no MIG mode change; when MIG must be turned on, a node with fewer idle
+  // GPUs (whole idle nodes stay for multi-GPU work); the value of the free capacity left; the
+  // fewest instance changes.
+  using Key = std::tuple<int, int, double, int, NodeIdx, int>;
   bool found = false;
   Key best_key{};
   MigReconfig best;
@@ -79,6 +82,9 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
     if (mit == mixes.end()) mit = mixes.emplace(geo, Mix(*geo)).first;
     const auto& mix = mit->second;
     const GpuMask skip = frozen && n < frozen->size() ? (*frozen)[n] : 0;
+    int idle_gpus = 0;
+    for (int g = 0; g < cluster.gpu_count(n); ++g)
+      idle_gpus += cluster.gpu(n, g).mode == GpuMode::kIdle;
     for (int g = 0; g < cluster.gpu_count(n); ++g) {
       if ((skip >> g) & 1) continue;
       const GpuSlices& gpu = cluster.gpu(n, g);
@@ -117,7 +123,7 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
         for (const auto& in : current) changes += !Contains(layout, in);
         for (const auto& in : layout) changes += !Contains(current, in);
         if (changes == 0 && !mode_change) continue;  // nothing to do: the selector saw it
-        Key key{mode_change, -value, changes, n, g};
+        Key key{mode_change, mode_change ? idle_gpus : 0, -value, changes, n, g};
         if (found && !(key < best_key)) continue;
         found = true;
         best_key = key;
@@ -149,10 +155,11 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
   return best;
 }
 
-Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(const ClusterState& cluster,
-                                                           const SliceDemand& d) const {
+Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(
+    const ClusterState& cluster, const SliceDemand& d, const std::vector<uint8_t>* allowed) const {
   const int want = std::max(1, d.whole_gpus);
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
     if (!HostFits(cluster, n, d) || cluster.gpu_count(n) < want) continue;
     int idle = 0;
     std::vector<int> empty_mig;

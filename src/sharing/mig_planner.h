@@ -54,8 +54,9 @@ class MigPlanner {
   // For a whole-GPU demand: MIG-enabled GPUs with no workload, on one node, whose MIG mode is
   // turned off so that, with the node's idle GPUs, `d.whole_gpus` (at least 1) GPUs are idle.
   // NotFound if no node can get there without disturbing running work.
-  Result<std::vector<MigReconfig>> PlanWholeGpus(const ClusterState& cluster,
-                                                 const SliceDemand& d) const;
+  Result<std::vector<MigReconfig>> PlanWholeGpus(
+      const ClusterState& cluster, const SliceDemand& d,
+      const std::vector<uint8_t>* allowed = nullptr) const;
 
  private:
   MigPlannerConfig config_;

@@ -13,6 +13,10 @@ constexpr double kOpenIdleGpu = 0.05;
 // Cost added for turning an idle MIG-capable GPU into an MPS or time-sliced one: it can no
 // longer be partitioned until it empties.
 constexpr double kBlockMigGpu = 0.15;
+// Cost per fraction of the node's GPUs that are idle, added when a slice opens an idle GPU or
+// takes whole GPUs: new work goes to nodes already in use, so that whole idle nodes remain for
+// multi-GPU jobs. Smaller than kOpenIdleGpu: a shared GPU with room still comes first.
+constexpr double kOpenIdleNode = 0.04;
 
 bool WantsWholeGpus(const SliceDemand& d) {
   return d.whole_gpus > 0 || d.compute_pct == 100 ||
@@ -174,6 +178,9 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
         out.push_back(std::move(c));
       };
       const int gcount = cluster.gpu_count(n);
+      int idle_gpus = 0;
+      for (int g = 0; g < gcount; ++g) idle_gpus += cluster.gpu(n, g).mode == GpuMode::kIdle;
+      const double node_idle = kOpenIdleNode * idle_gpus / gcount;
       if (kind == SliceKind::kExclusive) {
         SliceAssignment a{SliceKind::kExclusive, n, 0};
         int got = 0;
@@ -186,12 +193,12 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
           ++got;
         }
         if (got < sized->gpus) continue;
-        push(a, sized->gpus + (mig_capable_used ? 0.01 : 0.0));
+        push(a, sized->gpus + (mig_capable_used ? 0.01 : 0.0) + node_idle);
         continue;
       }
       for (int g = 0; g < gcount; ++g) {
         const GpuSlices& gpu = cluster.gpu(n, g);
-        const double idle_penalty = gpu.Idle() ? kOpenIdleGpu : 0.0;
+        const double idle_penalty = gpu.Idle() ? kOpenIdleGpu + node_idle : 0.0;
         if (kind == SliceKind::kMps || kind == SliceKind::kTimeSlice) {
           if (gpu.mode == GpuMode::kMig) continue;
           SliceAssignment a{kind, n, GpuMask{1} << g};

@@ -41,6 +41,8 @@ class Strategy {
   virtual void Observe(const SliceDemand&) {}
   virtual Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                              Placement* out) = 0;
+  // The workload placed as `base` gave up waiting; it is not retried.
+  virtual void GaveUp(WorkloadId) {}
 };
 
 bool ModelAllowed(const SliceDemand& d, GpuModelId m) {
@@ -241,6 +243,7 @@ class ReplicaStrategy final : public Strategy {
 class TesseraStrategy final : public Strategy {
  public:
   void Observe(const SliceDemand& d) override { alloc_.Observe(d); }
+  void GaveUp(WorkloadId base) override { alloc_.Forget(base); }
 
   Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                      Placement* out) override {
@@ -554,7 +557,10 @@ Result<SharingMetrics> Simulation::Run() {
         queue_ = std::move(still);
       }
     } else if (e.type == kGiveUp) {
-      if (state_[e.w] == State::kQueued) state_[e.w] = State::kAbandoned;
+      if (state_[e.w] == State::kQueued) {
+        state_[e.w] = State::kAbandoned;
+        strategy_.GaveUp((e.w + 1) * kPartsPerWorkload);
+      }
     } else {
       ++m_.arrived_by_class[w.cls];
       strategy_.Observe(w.demand);

@@ -383,6 +383,7 @@ TEST(SliceSelectorTest, NeverViolatesIsolationOrMemory) {
       ASSERT_GE(guaranteed, d.memory_mib) << o.explanation;
     } else {
       ASSERT_FALSE(o.reason.empty());
+      alloc.Forget(id);  // never retried: a reservation it made ends
     }
     if (o.placed) live.push_back(id);
     if (rng.Uniform(2) == 0 && !live.empty()) {
@@ -393,6 +394,45 @@ TEST(SliceSelectorTest, NeverViolatesIsolationOrMemory) {
     ASSERT_TRUE(c.CheckInvariants().ok());
   }
   EXPECT_GT(placed, 300);
+}
+
+// A multi-GPU demand that does not fit reserves the node that drains first: other work goes
+// elsewhere until the demand is placed or forgotten.
+TEST(SharingAllocatorTest, MultiGpuDemandsReserveANodeUntilPlacedOrForgotten) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("busy", "L4", 2)).ok());
+  ASSERT_TRUE(c.AddNode(Node("quiet", "L4", 2)).ok());
+  SharingAllocator alloc;
+  SliceDemand small = Mem(4, Isolation::kStandard);
+  small.cpu = MilliCpu(500);
+  // busy: one small client on each GPU; quiet: one small client.
+  ASSERT_TRUE(c.Allocate(1, small, {SliceKind::kMps, 0, 0b01, -1, 10, 4 * kGiB}).ok());
+  ASSERT_TRUE(c.Allocate(2, small, {SliceKind::kMps, 0, 0b10, -1, 10, 4 * kGiB}).ok());
+  ASSERT_TRUE(c.Allocate(3, small, {SliceKind::kMps, 1, 0b01, -1, 10, 4 * kGiB}).ok());
+  SliceDemand pair;
+  pair.whole_gpus = 2;
+  pair.isolation = Isolation::kStrict;
+  EXPECT_FALSE(alloc.Place(c, 10, pair).placed);
+  EXPECT_EQ(alloc.reserved_nodes(), 1u);
+  // A small demand would prefer quiet's shared GPU 0; quiet is reserved, so it goes to busy.
+  PlaceOutcome o = alloc.Place(c, 11, small);
+  ASSERT_TRUE(o.placed) << o.reason;
+  EXPECT_EQ(o.assignment.node, 0u) << o.explanation;
+  // quiet drains: the pair is placed there and the reservation ends.
+  ASSERT_TRUE(c.Release(3).ok());
+  o = alloc.Place(c, 10, pair);
+  ASSERT_TRUE(o.placed) << o.reason;
+  EXPECT_EQ(o.assignment.node, 1u);
+  EXPECT_EQ(alloc.reserved_nodes(), 0u);
+  // A demand that gives up releases its reservation.
+  SliceDemand four;
+  four.whole_gpus = 2;
+  four.isolation = Isolation::kStrict;
+  EXPECT_FALSE(alloc.Place(c, 20, four).placed);
+  EXPECT_EQ(alloc.reserved_nodes(), 1u);
+  alloc.Forget(20);
+  EXPECT_EQ(alloc.reserved_nodes(), 0u);
+  EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
 // ---- planner -----------------------------------------------------------------------------------
