@@ -65,6 +65,14 @@ int main(int argc, char** argv) {
   app.add_option("--loop-gpus", loop_fraction,
                  "Closed loop: GPUs per model as a fraction of what the original requests take")
       ->default_val(0.5);
+  bool prefer_mig = false;
+  int64_t reserve = 0;
+  app.add_option("--reserve", reserve,
+                 "Idle GPUs per model kept for re-admissions after a kill "
+                 "(AdvisorConfig::oom_reserve_gpus)")
+      ->default_val(0);
+  app.add_flag("--prefer-mig", prefer_mig,
+               "Prefer MIG profiles to smaller MPS shares (AdvisorConfig::prefer_mig)");
   CLI11_PARSE(app, argc, argv);
   std::vector<uint64_t> seeds = {static_cast<uint64_t>(seed)};
   if (!seeds_text.empty()) {
@@ -79,7 +87,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera-bench-advisor: --loop-gpus must be in (0, 1]\n");
     return 1;
   }
-  const AdvisorConfig cfg;
+  AdvisorConfig cfg;
+  cfg.prefer_mig = prefer_mig;
+  cfg.oom_reserve_gpus = reserve;
+  if (Status st = ValidateConfig(cfg); !st.ok()) {
+    std::fprintf(stderr, "tessera-bench-advisor: %s\n", st.message().c_str());
+    return 1;
+  }
   const PriceTable prices = DefaultPriceTable();
   nlohmann::json per_seed = nlohmann::json::array();
   double worst_cover = 1e9, worst_over = -1e9, worst_ratio = 1e9, freed_sum = 0;
@@ -157,6 +171,8 @@ int main(int argc, char** argv) {
                         {"days", days},
                         {"step_s", step},
                         {"loop_gpu_fraction", loop_fraction},
+                        {"prefer_mig", prefer_mig},
+                        {"oom_reserve_gpus", reserve},
                         {"per_seed", per_seed}};
   std::ofstream f(json_path, std::ios::trunc);
   f << out.dump(2) << "\n";

@@ -43,7 +43,11 @@ class Pack {
   }
 
   // Places `s`, trying GPU `prefer` first when given; nullopt when nothing has room.
-  std::optional<Held> Place(const Slice& s, std::optional<size_t> prefer = std::nullopt) {
+  // reserve: idle GPUs of the slice's model that must stay idle after the placement.
+  std::optional<Held> Place(const Slice& s, std::optional<size_t> prefer = std::nullopt,
+                            int64_t reserve = 0) {
+    int64_t idle = 0;
+    for (const GpuState& g : gpus_) idle += g.model == s.model && g.mode == Mode::kIdle;
     // The preferred GPU, then GPUs already shared, then idle ones: a slice opens an idle GPU only
     // when no shared GPU has room, which keeps idle GPUs whole for whole-GPU requests.
     std::vector<size_t> order;
@@ -59,13 +63,14 @@ class Pack {
         if (gpus_[i].model == s.model && gpus_[i].mode == Mode::kIdle) h.gpus.push_back(i);
         if (static_cast<int>(h.gpus.size()) == s.whole_gpus) break;
       }
-      if (static_cast<int>(h.gpus.size()) < s.whole_gpus) return std::nullopt;
+      if (static_cast<int>(h.gpus.size()) < s.whole_gpus || idle - s.whole_gpus < reserve)
+        return std::nullopt;
       for (size_t i : h.gpus) gpus_[i].mode = Mode::kWhole;
       return h;
     }
     for (size_t i : order) {
       GpuState& g = gpus_[i];
-      if (g.model != s.model) continue;
+      if (g.model != s.model || (g.mode == Mode::kIdle && idle - 1 < reserve)) continue;
       switch (s.type) {
         case SliceType::kMig: {
           if (!g.geo || (g.mode != Mode::kIdle && g.mode != Mode::kMig)) break;
@@ -173,8 +178,12 @@ Slice GrantFor(const LoopWorkload& w, const AdvisorConfig& cfg) {
   const Slice req = RequestSlice(w.model, w.request);
   if (!w.auto_rightsize || w.advice.state != AdviceState::kOk || w.advice.keep) return req;
   const Slice& rec = w.advice.recommended;
-  if (rec.type == SliceType::kRelease)
-    return Resized(w, w.model, static_cast<double>(cfg.auto_floor_mib), cfg);
+  if (rec.type == SliceType::kRelease) {
+    // Idle but running: the memory it holds, with headroom, and next to no compute.
+    const double held = std::max(w.advice.predicted_memory_mib * (1.0 + cfg.memory_headroom),
+                                 w.advice.predicted_memory_mib + cfg.memory_headroom_min_mib);
+    return Resized(w, w.model, std::max(held, static_cast<double>(cfg.auto_floor_mib)), cfg);
+  }
   if (rec.type == SliceType::kWhole || rec.memory_mib >= cfg.auto_floor_mib) return rec;
   return Resized(w, rec.model, static_cast<double>(cfg.auto_floor_mib), cfg);
 }
@@ -207,12 +216,12 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
   std::vector<std::optional<Held>> held(workloads.size());
   for (size_t i = 0; i < workloads.size(); ++i) {
     const Slice grant = GrantFor(workloads[i], cfg);
-    held[i] = pack.Place(grant);
+    held[i] = pack.Place(grant, std::nullopt, cfg.oom_reserve_gpus);
     if (!held[i] && grant.model != workloads[i].model) {
-      held[i] = pack.Place(Resized(
-          workloads[i], workloads[i].model,
-          static_cast<double>(std::max(workloads[i].advice.memory_limit_mib, cfg.auto_floor_mib)),
-          cfg));
+      const double limit =
+          static_cast<double>(std::max(workloads[i].advice.memory_limit_mib, cfg.auto_floor_mib));
+      held[i] = pack.Place(Resized(workloads[i], workloads[i].model, limit, cfg), std::nullopt,
+                           cfg.oom_reserve_gpus);
     }
     if (held[i]) ++r.fit_auto;
   }
@@ -229,14 +238,30 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
     ev.key = w.key;
     ev.granted_mib = static_cast<int64_t>(granted);
     ev.true_peak_mib = static_cast<int64_t>(std::ceil(w.true_peak_mib));
-    ev.backoff_periods = cfg.oom_backoff_periods;
-    // Re-admitted at the request: first on its own GPU, else anywhere.
     const size_t own = held[i]->gpus.empty() ? 0 : held[i]->gpus[0];
-    pack.Release(*held[i]);
-    held[i] = pack.Place(req, own);
-    ev.retries = 1;
-    ev.regranted_mib = req.memory_mib / std::max(1, req.whole_gpus);
-    ev.recovered = held[i].has_value() && w.true_peak_mib <= per_gpu_cap;
+    double killed_at = granted;
+    while (true) {
+      ++ev.retries;
+      ev.backoff_periods += cfg.oom_backoff_periods << std::min(ev.retries - 1, 16);
+      pack.Release(*held[i]);
+      held[i].reset();
+      // The largest size with room: the request, halving down to killed_at * oom_growth.
+      const double floor_mib = std::min(per_gpu_cap, killed_at * cfg.oom_growth);
+      std::vector<Slice> sizes = {req};
+      for (double m = per_gpu_cap / 2; m > floor_mib; m /= 2)
+        sizes.push_back(Resized(w, w.model, m, cfg));
+      if (floor_mib < per_gpu_cap) sizes.push_back(Resized(w, w.model, floor_mib, cfg));
+      for (const Slice& size : sizes) {
+        held[i] = pack.Place(size, own);
+        if (held[i]) break;
+      }
+      if (!held[i]) break;  // no room even for the grown grant: it waits
+      const Slice& now = held[i]->slice;
+      ev.regranted_mib = now.memory_mib / std::max(1, now.whole_gpus);
+      if (w.true_peak_mib <= static_cast<double>(ev.regranted_mib) || ev.retries >= 16) break;
+      killed_at = static_cast<double>(ev.regranted_mib);
+    }
+    ev.recovered = held[i].has_value() && w.true_peak_mib <= static_cast<double>(ev.regranted_mib);
     if (!ev.recovered) ++r.unrecovered;
     r.max_retries_per_oom = std::max(r.max_retries_per_oom, ev.retries);
     r.oom.push_back(ev);

@@ -10,12 +10,13 @@
 // GPU's), whole GPUs. A GPU holds one kind of slice at a time.
 //
 // Then each placed auto workload meets its true peak of the evaluation period: a peak above the
-// granted memory is an out-of-memory kill. The workload is re-admitted at its owner's request
-// (first on the GPU it had, else anywhere) and stays there for the back-off
-// (AdvisorConfig::oom_backoff_periods, doubling per further kill) while the history learns the
-// new peak. An OOM is recovered when the re-admission finds room and the request covers the
-// peak; a request below the true need is the owner's and is reported as unrecovered. Pure,
-// deterministic.
+// granted memory is an out-of-memory kill. The workload is re-admitted at the largest size that
+// has room (first on the GPU it had), trying its owner's request, then halving down to
+// oom_growth times the grant that was killed; that size is its new request for the back-off
+// (oom_backoff_periods, doubling per further kill) while the history learns the new peak. A
+// re-admission that is killed again is one more retry. An OOM is unrecovered when even the
+// smallest grown size finds no room (the workload waits) or the request is below the need.
+// Pure, deterministic.
 #pragma once
 
 #include <string>
@@ -61,7 +62,8 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
                                       const AdvisorConfig& cfg);
 
 // The slice an auto workload is granted for its advice: the recommendation with the floor
-// applied, or the request for keep/unattributed/too-short advice.
+// applied; for an idle (released) workload that keeps running, the memory it holds with
+// headroom and minimal compute; the request for keep/unattributed/too-short advice.
 Slice GrantFor(const LoopWorkload& w, const AdvisorConfig& cfg);
 
 }  // namespace tessera::advisor

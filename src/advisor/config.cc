@@ -40,6 +40,9 @@ Status ValidateConfig(const AdvisorConfig& c) {
   TESSERA_RETURN_IF_ERROR(Range("other_model_max_compute", c.other_model_max_compute, 0.1, 1));
   TESSERA_RETURN_IF_ERROR(
       Range("auto_floor_mib", static_cast<double>(c.auto_floor_mib), 0, 1 << 20));
+  TESSERA_RETURN_IF_ERROR(Range("oom_growth", c.oom_growth, 1.05, 16));
+  TESSERA_RETURN_IF_ERROR(
+      Range("oom_reserve_gpus", static_cast<double>(c.oom_reserve_gpus), 0, 64));
   TESSERA_RETURN_IF_ERROR(
       Range("oom_backoff_periods", static_cast<double>(c.oom_backoff_periods), 1, 64));
   TESSERA_RETURN_IF_ERROR(

@@ -47,12 +47,20 @@ struct AdvisorConfig {
   // fraction of it, after scaling by relative compute.
   double other_model_max_compute = 0.80;
   bool allow_other_models = true;
+  // On MIG-capable models, true: a MIG profile short of the whole GPU is preferred to a smaller
+  // MPS share (hardware memory and fault isolation); false: the smaller share wins, MIG on ties.
+  bool prefer_mig = false;
   // Closed loop: the smallest memory an auto-sized workload is granted. After an out-of-memory
-  // kill the workload is re-admitted at its owner's request (the only size known to be enough)
-  // and stays there for oom_backoff_periods periods, doubling with each further kill, before
-  // auto-sizing resumes from a history that now holds the peak.
+  // kill the workload is re-admitted at the largest size with room between its owner's request
+  // and oom_growth times the killed grant, and keeps it for oom_backoff_periods periods,
+  // doubling with each further kill, before auto-sizing resumes from a history that now holds
+  // the peak.
   int64_t auto_floor_mib = 1024;
+  double oom_growth = 2.0;
   int64_t oom_backoff_periods = 1;
+  // Idle GPUs per model that auto-sized admissions leave for re-admissions after a kill (0: a
+  // full cluster makes a killed workload wait for room).
+  int64_t oom_reserve_gpus = 0;
   // Time-slice replicas one GPU advertises (the device plugin's `replicas`).
   int64_t timeslice_max_replicas = 8;
   // MPS clients per GPU (Volta and later).

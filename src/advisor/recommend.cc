@@ -142,34 +142,48 @@ std::string Pct(double f) {
 
 }  // namespace
 
-std::optional<Slice> SliceOn(const std::string& model, double memory_mib, double compute,
-                             bool bursty, const AdvisorConfig& cfg) {
+std::vector<Slice> SliceCandidates(const std::string& model, double memory_mib, double compute,
+                                   bool bursty, const AdvisorConfig& cfg) {
+  std::vector<Slice> out;
   const int64_t mem = ModelMemory(model);
-  if (mem <= 0 || memory_mib > static_cast<double>(mem) || compute > 1.0) return std::nullopt;
-  std::optional<Slice> mig;
+  if (mem <= 0 || memory_mib > static_cast<double>(mem) || compute > 1.0) return out;
   if (const MigGeometry* geo = MigGeometryFor(model)) {
     const int slices =
         std::max(1, static_cast<int>(std::ceil(compute * geo->compute_slices - 1e-9)));
     const int idx = geo->SmallestCovering(static_cast<int64_t>(std::ceil(memory_mib)), slices);
-    if (idx >= 0) mig = MigSlice(model, *geo, idx);
+    if (idx >= 0) {
+      Slice m = MigSlice(model, *geo, idx);
+      if (m.type == SliceType::kMig) out.push_back(std::move(m));
+    }
   }
   const double mem_frac = memory_mib / static_cast<double>(mem);
-  if (mem_frac >= cfg.whole_gpu_fraction || compute >= cfg.whole_gpu_fraction)
-    return mig ? *mig : Whole(model, 1);
-  Slice s;
-  s.model = model;
-  s.memory_mib = static_cast<int64_t>(std::ceil(memory_mib));
-  if (bursty) {
-    s.type = SliceType::kTimeSlice;
-    s.gpu_fraction = std::max(mem_frac, compute);
-  } else {
-    s.type = SliceType::kMps;
-    s.thread_pct = std::clamp(static_cast<int>(std::ceil(compute * 100.0 - 1e-9)), 1, 100);
-    s.gpu_fraction = std::max(mem_frac, s.thread_pct / 100.0);
+  if (mem_frac < cfg.whole_gpu_fraction && compute < cfg.whole_gpu_fraction) {
+    Slice s;
+    s.model = model;
+    s.memory_mib = static_cast<int64_t>(std::ceil(memory_mib));
+    if (bursty) {
+      s.type = SliceType::kTimeSlice;
+      s.gpu_fraction = std::max(mem_frac, compute);
+    } else {
+      s.type = SliceType::kMps;
+      s.thread_pct = std::clamp(static_cast<int>(std::ceil(compute * 100.0 - 1e-9)), 1, 100);
+      s.gpu_fraction = std::max(mem_frac, s.thread_pct / 100.0);
+    }
+    // Without MIG preference the cheaper of the two comes first (MIG on ties).
+    if (!cfg.prefer_mig && !out.empty() && s.gpu_fraction < out.front().gpu_fraction - 1e-9)
+      out.insert(out.begin(), std::move(s));
+    else
+      out.push_back(std::move(s));
   }
-  // MIG wins ties: hardware isolation at the same share.
-  if (mig && mig->gpu_fraction <= s.gpu_fraction + 1e-9) return *mig;
-  return s;
+  out.push_back(Whole(model, 1));
+  return out;
+}
+
+std::optional<Slice> SliceOn(const std::string& model, double memory_mib, double compute,
+                             bool bursty, const AdvisorConfig& cfg) {
+  auto c = SliceCandidates(model, memory_mib, compute, bursty, cfg);
+  if (c.empty()) return std::nullopt;
+  return c.front();
 }
 
 Slice RequestSlice(const std::string& model, const GpuRequest& r) {
@@ -310,7 +324,13 @@ Recommendation AdviseOne(const WorkloadUsage& w, int64_t lo, int64_t hi,
       if (!prices.Price(m).ok()) continue;
       const double c = comp_need * rel / RelativeCompute(m);
       if (!same && c > cfg.other_model_max_compute) continue;
-      auto s = SliceOn(m, mem_need, c, bursty, cfg);
+      std::optional<Slice> s;
+      for (Slice& cand : SliceCandidates(m, mem_need, c, bursty, cfg)) {
+        if (cand.memory_mib > r.requested.memory_mib) continue;
+        if (same && cand.gpu_fraction >= r.requested.gpu_fraction - 1e-9) continue;
+        s = std::move(cand);
+        break;
+      }
       if (!s) continue;
       const double cost = price(*s);
       // Ties keep the workload on its own model.

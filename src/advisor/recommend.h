@@ -36,11 +36,15 @@ struct Slice {
   std::string Describe() const;  // "A100-80GB mig 1g.10gb", "T4 mps 4096MiB 30%", ...
 };
 
-// The cheapest slice of `model` for a single-GPU need (memory in MiB, compute as a fraction of
-// one GPU of that model); nullopt when the need exceeds one GPU. Candidates: the smallest MIG
-// profile covering the need (MIG-capable models; it wins ties) and an MPS share, or a time-slice
-// when bursty; whole GPU when the need reaches whole_gpu_fraction and no MIG profile short of
-// the whole GPU covers it.
+// The slices of `model` that cover a single-GPU need (memory in MiB, compute as a fraction of
+// one GPU of that model), in order of preference; empty when the need exceeds one GPU.
+// Candidates: the smallest MIG profile short of the whole GPU covering the need (MIG-capable
+// models), an MPS share or, when bursty, a time-slice (while memory and compute stay below
+// whole_gpu_fraction), and the whole GPU last. With prefer_mig the MIG profile comes first;
+// otherwise the smaller share does (MIG on ties).
+std::vector<Slice> SliceCandidates(const std::string& model, double memory_mib, double compute,
+                                   bool bursty, const AdvisorConfig& cfg);
+// The first of SliceCandidates, or nullopt.
 std::optional<Slice> SliceOn(const std::string& model, double memory_mib, double compute,
                              bool bursty, const AdvisorConfig& cfg);
 // The owner's request as a slice (memory = the request's limit, whole GPUs = all of them).
