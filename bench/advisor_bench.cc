@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
                         {"covered_pct", ev.covered_pct},
                         {"median_overprovision_pct", ev.median_overprovision_pct},
                         {"median_overprovision_all_pct", ev.median_overprovision_all_pct},
+                        {"median_slice_overprovision_pct", ev.median_slice_overprovision_pct},
                         {"gpus_requested", rep->gpus_requested},
                         {"gpus_recommended", rep->gpus_recommended},
                         {"gpus_freed", rep->gpus_freed},
