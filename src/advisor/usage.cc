@@ -320,15 +320,27 @@ Result<UsageHistory> ParseHistoryCsv(std::string_view content, const std::string
 std::string HistoryCsv(const UsageHistory& h) {
   struct Row {
     int64_t t;
-    size_t w, p, s;
+    size_t series, w, p, s;
   };
-  std::vector<Row> rows;
+  // Series in (namespace, pod, gpu) order, so the text does not depend on the input's order.
+  std::vector<std::pair<size_t, size_t>> order;
   for (size_t w = 0; w < h.workloads.size(); ++w)
-    for (size_t p = 0; p < h.workloads[w].pods.size(); ++p)
-      for (size_t s = 0; s < h.workloads[w].pods[p].samples.size(); ++s)
-        rows.push_back({h.workloads[w].pods[p].samples[s].t_s, w, p, s});
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
-    return std::tie(a.t, a.w, a.p) < std::tie(b.t, b.w, b.p);
+    for (size_t p = 0; p < h.workloads[w].pods.size(); ++p) order.push_back({w, p});
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    const WorkloadUsage& wa = h.workloads[a.first];
+    const WorkloadUsage& wb = h.workloads[b.first];
+    const PodSeries& pa = wa.pods[a.second];
+    const PodSeries& pb = wb.pods[b.second];
+    return std::tie(wa.ns, pa.pod, pa.gpu) < std::tie(wb.ns, pb.pod, pb.gpu);
+  });
+  std::vector<Row> rows;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const auto [w, p] = order[k];
+    for (size_t s = 0; s < h.workloads[w].pods[p].samples.size(); ++s)
+      rows.push_back({h.workloads[w].pods[p].samples[s].t_s, k, w, p, s});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return std::tie(a.t, a.series, a.s) < std::tie(b.t, b.series, b.s);
   });
   std::string out = std::string(kHistoryHeader) + "\n";
   out.reserve(rows.size() * 120);

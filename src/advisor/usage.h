@@ -83,7 +83,8 @@ inline constexpr const char* kHistoryHeader =
     "requested_memory_mib,requested_compute,requested_mig_profile,memory_used_mib,sm_active";
 Result<UsageHistory> ParseHistoryCsv(std::string_view content, const std::string& source);
 
-// Writes `h` in the format ParseHistoryCsv reads, rows ordered by time, then workload, pod.
+// Writes `h` in the format ParseHistoryCsv reads, rows ordered by time, then (namespace, pod,
+// gpu), so reading the text back and writing it again gives the same text.
 // Values are written with enough digits to read back exactly (memory to 0.001 MiB, sm_active to
 // 1e-6: the writer rounds to those).
 std::string HistoryCsv(const UsageHistory& h);

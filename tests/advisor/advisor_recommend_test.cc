@@ -75,8 +75,9 @@ TEST(SliceOn, UsesEachModelsRealGeometry) {
       // Without the MIG preference the smaller share wins, MIG on ties.
       {"A100-80GB", 8000, 0.10, false, false, "A100-80GB mps 8000MiB 10%"},
       {"A100-80GB", 9000, 0.20, false, false, "A100-80GB mps 9000MiB 20%"},
-      {"A100-80GB", 15000, 0.25, false, false, "A100-80GB mig 2g.20gb"},
-      {"A100-40GB", 4000, 0.14, false, false, "A100-40GB mig 1g.5gb"},
+      {"A100-80GB", 15000, 0.25, false, false, "A100-80GB mps 15000MiB 25%"},
+      {"A100-80GB", 15000, 0.2857, false, false, "A100-80GB mig 2g.20gb"},
+      {"A100-40GB", 4000, 0.1428, false, false, "A100-40GB mig 1g.5gb"},
       {"T4", 4096, 0.30, false, false, "T4 mps 4096MiB 30%"},
       {"T4", 4096, 0.30, true, false, "T4 timeslice 4096MiB"},
       {"T4", 14000, 0.10, false, false, "T4 x1"},
@@ -113,16 +114,22 @@ TEST(Advise, StatsAndPrediction) {
 }
 
 TEST(Advise, GrowthIsProjectedOneDayAhead) {
-  // Daily peak grows 500 MiB a day: 4000, 4500, 5000, 5500 -> predicted 6000.
-  UsageHistory h;
-  h.workloads.push_back(Workload("grow", "A100-80GB", Whole(1), 4 * kDay, [](int64_t t) {
-    const double day = static_cast<double>(t / kDay);
-    const bool peak = t % kDay == 12 * 3600;
-    return std::make_pair(peak ? 4000 + 500 * day : 1000.0, 0.1);
-  }));
-  const Recommendation& r = Only(Advise(h, AdvisorConfig{}, DefaultPriceTable()));
-  EXPECT_NEAR(r.memory_trend_per_period, 500, 1e-6);
-  EXPECT_NEAR(r.predicted_memory_mib, 6000, 1e-6);
+  struct Case {
+    double per_day, trend, predicted;
+  };
+  // Daily peaks 4000 + g * day over four days. 300/day is projected as is; 500/day is clamped
+  // to max_trend_per_period (10 %) of the median peak (nearest rank: 4500): 450.
+  for (const Case& c : {Case{300, 300, 4900 + 300}, Case{500, 450, 5500 + 450}}) {
+    UsageHistory h;
+    h.workloads.push_back(Workload("grow", "A100-80GB", Whole(1), 4 * kDay, [&](int64_t t) {
+      const double day = static_cast<double>(t / kDay);
+      const bool peak = t % kDay == 12 * 3600;
+      return std::make_pair(peak ? 4000 + c.per_day * day : 1000.0, 0.1);
+    }));
+    const Recommendation& r = Only(Advise(h, AdvisorConfig{}, DefaultPriceTable()));
+    EXPECT_NEAR(r.memory_trend_per_period, c.trend, 1e-6);
+    EXPECT_NEAR(r.predicted_memory_mib, c.predicted, 1e-6);
+  }
 }
 
 TEST(Advise, NeverAboveTheRequest) {
@@ -153,7 +160,9 @@ TEST(Advise, NeverAboveTheRequest) {
     EXPECT_LE(r.cost_recommended_per_hour, r.cost_requested_per_hour + 1e-12) << c.name;
     EXPECT_LE(r.recommended.memory_mib, r.requested.memory_mib) << c.name;
     EXPECT_LE(r.memory_limit_mib, r.requested.memory_mib) << c.name;
-    if (c.keep) EXPECT_EQ(r.recommended.Describe(), r.requested.Describe()) << c.name;
+    if (c.keep) {
+      EXPECT_EQ(r.recommended.Describe(), r.requested.Describe()) << c.name;
+    }
   }
 }
 
@@ -191,7 +200,7 @@ TEST(Advise, HonestStates) {
 
 TEST(Advise, SmallWorkloadLeavesTheBigGpuForACheaperModel) {
   UsageHistory h;
-  h.workloads.push_back(Workload("small", "A100-80GB", Whole(1), 2 * kDay, Flat(3000, 0.05)));
+  h.workloads.push_back(Workload("small", "A100-80GB", Whole(1), 2 * kDay, Flat(3000, 0.06)));
   h.workloads.push_back(Workload("t4user", "T4", Whole(1), 2 * kDay, Flat(12000, 0.9)));
   auto rep = Advise(h, AdvisorConfig{}, DefaultPriceTable());
   ASSERT_TRUE(rep.ok());
@@ -202,7 +211,7 @@ TEST(Advise, SmallWorkloadLeavesTheBigGpuForACheaperModel) {
   same_model.allow_other_models = false;
   auto rep2 = Advise(h, same_model, DefaultPriceTable());
   ASSERT_TRUE(rep2.ok());
-  EXPECT_EQ(rep2->items[0].recommended.Describe(), "A100-80GB mps 3256MiB 10%");
+  EXPECT_EQ(rep2->items[0].recommended.Describe(), "A100-80GB mps 3256MiB 11%");
 }
 
 TEST(Advise, UnknownPriceAndBadConfigAreErrors) {
@@ -232,24 +241,24 @@ TEST(Advise, WindowDropsOldSamples) {
 
 TEST(Report, TableJsonAndPatches) {
   UsageHistory h;
-  h.workloads.push_back(Workload("svc", "A100-80GB", Whole(1), 2 * kDay, Flat(3000, 0.05)));
+  h.workloads.push_back(Workload("svc", "A100-80GB", Whole(1), 2 * kDay, Flat(3000, 0.06)));
   h.workloads.push_back(
-      Workload("grp", "A100-80GB", Whole(1), 2 * kDay, Flat(3000, 0.05), "WorkloadGroup"));
+      Workload("grp", "A100-80GB", Whole(1), 2 * kDay, Flat(3000, 0.06), "WorkloadGroup"));
   h.workloads.push_back(Workload("busy", "A100-80GB", Whole(1), 2 * kDay, Flat(70000, 0.9)));
   auto rep = Advise(h, AdvisorConfig{}, DefaultPriceTable());
   ASSERT_TRUE(rep.ok());
   const std::string patches = ReportPatches(*rep);
   EXPECT_NE(patches.find("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: svc\n"
                          "  namespace: team\n  annotations:\n"
-                         "    tessera.io/rightsize-recommendation: '{\"gpu_fraction\":0.1,"
-                         "\"memory_mib\":3256,\"model\":\"A100-80GB\",\"predicted_compute\":0.05,"
-                         "\"predicted_memory_mib\":3000.0,\"slice\":\"mps\",\"thread_pct\":10}'\n"),
+                         "    tessera.io/rightsize-recommendation: '{\"gpu_fraction\":0.11,"
+                         "\"memory_mib\":3256,\"model\":\"A100-80GB\",\"predicted_compute\":0.06,"
+                         "\"predicted_memory_mib\":3000.0,\"slice\":\"mps\",\"thread_pct\":11}'\n"),
             std::string::npos)
       << patches;
   EXPECT_NE(patches.find("# WorkloadGroup team/grp: annotate its pods"), std::string::npos);
   EXPECT_EQ(patches.find("name: busy"), std::string::npos);
   const std::string json = ReportJson(*rep);
-  EXPECT_NE(json.find("\"gpus_freed\": 1.8"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"gpus_freed\": 1.78"), std::string::npos) << json;
   const std::string table = ReportTable(*rep);
   EXPECT_NE(table.find("team/Deployment/svc"), std::string::npos);
   EXPECT_NE(table.find("3 workloads: 2 resized"), std::string::npos) << table;
