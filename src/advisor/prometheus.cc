@@ -65,6 +65,8 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
     doc = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     return InvalidArgument(source + ":" + std::to_string(e.byte) + ": JSON syntax error");
+  } catch (const json::exception&) {
+    return InvalidArgument(source + ": a JSON number is out of range");
   }
   if (!doc.is_object()) return c.Err("$", "expected an object");
   auto status = doc.find("status");

@@ -91,6 +91,7 @@ TEST(Prometheus, Errors) {
   const std::vector<Case> cases = {
       {"{\"status\":", "q.json:11: JSON syntax error"},
       {"[]", "q.json: $: expected an object"},
+      {R"({"status":"success","x":1e999})", "q.json: a JSON number is out of range"},
       {R"({"status":"error","errorType":"bad_data","error":"invalid query"})",
        "q.json: Prometheus error bad_data: 'invalid query'"},
       {R"({"status":"success","data":{"resultType":"vector","result":[]}})",
