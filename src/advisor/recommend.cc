@@ -358,7 +358,7 @@ Recommendation AdviseOne(const WorkloadUsage& w, int64_t lo, int64_t hi,
                            ? r.recommended.memory_mib / std::max(1, best->whole_gpus)
                            : static_cast<int64_t>(std::ceil(mem_need));
   r.reason = what + " -> " + r.recommended.Describe() + " (+" + Pct(cfg.memory_headroom) +
-             " memory headroom" + (best->model != w.gpu_model ? ", smaller model" : "") + ")";
+             " memory headroom" + (best->model != w.gpu_model ? ", cheaper model" : "") + ")";
   return r;
 }
 

@@ -46,9 +46,12 @@ UsageFn Flat(double mib, double sm) {
   return [=](int64_t) { return std::make_pair(mib, sm); };
 }
 
-const Recommendation& Only(const Result<AdvisorReport>& r) {
+Recommendation Only(const Result<AdvisorReport>& r) {
   EXPECT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->items.size(), 1u);
+  if (!r.ok() || r->items.size() != 1) {
+    ADD_FAILURE() << "expected one recommendation";
+    return {};
+  }
   return r->items[0];
 }
 
