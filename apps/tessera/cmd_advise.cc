@@ -149,9 +149,11 @@ void AddAdviseCommand(CLI::App& app, int& rc) {
   AdviseArgs& a = *args;
   auto* c = app.add_subcommand(
       "advise", "GPU rightsizing recommendations from observed usage (docs/ADVISOR.md)");
-  c->add_option("--history", a.history, "Usage history CSV (format in docs/ADVISOR.md)");
+  c->add_option("--history", a.history, "Usage history CSV (format in docs/ADVISOR.md)")
+      ->type_name("FILE");
   c->add_option("--prices", a.prices,
-                "Price table CSV gpu_model,usd_per_hour (default: built-in list prices)");
+                "Price table CSV gpu_model,usd_per_hour (default: built-in list prices)")
+      ->type_name("FILE");
   c->add_option("--window", a.window, "Use only the last DURATION of the history (0 = all)")
       ->type_name("DURATION")
       ->default_val("0");
@@ -159,16 +161,24 @@ void AddAdviseCommand(CLI::App& app, int& rc) {
                 "History a workload needs before it is resized, e.g. 1d, 36h")
       ->type_name("DURATION")
       ->default_val("1d");
-  c->add_option("--json", a.json, "Write the full report as JSON");
+  c->add_option("--json", a.json, "Write the full report as JSON")->type_name("FILE");
   c->add_option("--patches", a.patches,
-                "Write owner annotations for `kubectl apply --server-side -f`");
+                "Write owner annotations for `kubectl apply --server-side -f`")
+      ->type_name("FILE");
   c->add_option("--generate-history", a.generate,
-                "Instead: write a generated history (known needs) to FILE");
+                "Instead: write a generated history (known needs) to FILE")
+      ->type_name("FILE");
   c->add_option("--workloads", a.workloads, "With --generate-history: workloads, 1..100000")
+      ->type_name("INT")
       ->default_val("200");
-  c->add_option("--days", a.days, "With --generate-history: days, 1..366")->default_val("7");
-  c->add_option("--seed", a.seed, "With --generate-history: seed")->default_val("42");
-  c->add_option("--step", a.step, "With --generate-history: sampling step in seconds")
+  c->add_option("--days", a.days, "With --generate-history: days, 1..366")
+      ->type_name("INT")
+      ->default_val("7");
+  c->add_option("--seed", a.seed, "With --generate-history: seed")
+      ->type_name("INT")
+      ->default_val("42");
+  c->add_option("--step", a.step, "With --generate-history: sampling step in seconds, 10..86400")
+      ->type_name("INT")
       ->default_val("300");
   c->callback([args, &rc] { rc = RunAdvise(*args); });
 }
