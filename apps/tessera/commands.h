@@ -18,6 +18,7 @@ void AddPlanCommand(CLI::App& app, int& rc);        // cmd_plan.cc: `tessera pla
 
 void AddSchedulerCommand(CLI::App& app, int& rc);  // cmd_scheduler.cc: `tessera scheduler`
 void AddSimFamilyCommand(CLI::App& sim, int& rc);  // cmd_family.cc: `tessera sim family`
+void AddAdviseCommand(CLI::App& app, int& rc);     // cmd_advise.cc: `tessera advise`
 
 // Adds the workload-mix flags of sim/mix_knobs.h to `cmd`, storing their text in `m`
 // (cmd_demo.cc).

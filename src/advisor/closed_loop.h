@@ -1,0 +1,69 @@
+// Closed-loop rightsizing, simulated on a fixed set of GPUs.
+//
+// Workloads annotated `tessera.io/rightsize: auto` are granted their latest recommendation at
+// admission, at least AdvisorConfig::auto_floor_mib of memory and never more than the owner
+// requested; the others (and "keep" recommendations) are granted their request. Admission packs
+// workloads in the given order, each on the first GPU with room, GPUs already shared before idle
+// ones, skipping a workload that does not fit: MIG instances at legal
+// placements of the model's geometry (CheckMigAdd), MPS shares (thread % and memory limits
+// summing to at most the GPU's), time-slice replicas (declared memory summing to at most the
+// GPU's), whole GPUs. A GPU holds one kind of slice at a time.
+//
+// Then each placed auto workload meets its true peak of the evaluation period: a peak above the
+// granted memory is an out-of-memory kill. The workload is re-admitted at the largest size that
+// has room (first on the GPU it had), trying its owner's request, then halving down to
+// oom_growth times the grant that was killed; that size is its new request for the back-off
+// (oom_backoff_periods, doubling per further kill) while the history learns the new peak. A
+// re-admission that is killed again is one more retry. An OOM is unrecovered when even the
+// smallest grown size finds no room (the workload waits) or the request is below the need.
+// Pure, deterministic.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "advisor/config.h"
+#include "advisor/recommend.h"
+
+namespace tessera::advisor {
+
+struct LoopWorkload {
+  std::string key;
+  std::string model;  // the model of its request
+  GpuRequest request;
+  bool auto_rightsize = true;
+  Recommendation advice;     // latest recommendation (its `recommended` slice is used when auto)
+  double true_peak_mib = 0;  // true memory peak of the evaluation period (per GPU)
+};
+
+struct OomEvent {
+  std::string key;
+  int64_t granted_mib = 0, true_peak_mib = 0, regranted_mib = 0;
+  int retries = 0;              // re-admissions until it ran (1 = recovered at once)
+  int64_t backoff_periods = 0;  // periods it stays at its request before auto-sizing resumes
+  bool recovered = false;       // false: no room for the request, or the request is too small
+};
+
+struct LoopResult {
+  int gpus = 0;
+  int workloads = 0;
+  int fit_original = 0;  // placed with every workload at its request
+  int fit_auto = 0;      // placed with auto workloads at their grant
+  double auto_fit_ratio = 0;
+  std::vector<OomEvent> oom;
+  int max_retries_per_oom = 0;
+  int unrecovered = 0;
+};
+
+// `gpus` lists the model of each GPU. InvalidArgument for an invalid config or a model without
+// memory in the catalog.
+Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
+                                      const std::vector<LoopWorkload>& workloads,
+                                      const AdvisorConfig& cfg);
+
+// The slice an auto workload is granted for its advice: the recommendation with the floor
+// applied; for an idle (released) workload that keeps running, the memory it holds with
+// headroom and minimal compute; the request for keep/unattributed/too-short advice.
+Slice GrantFor(const LoopWorkload& w, const AdvisorConfig& cfg);
+
+}  // namespace tessera::advisor
