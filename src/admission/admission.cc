@@ -961,7 +961,8 @@ struct Admission::Impl {
         for (const Cand& c : cands)
           for (const Placement& p : c.job->placements)
             if (node_allowed(p.node) && fd.AllowsModel(state.free(p.node).model))
-              room += c.job->spec.pod.TotalMilliGpu();
+              room += c.job->spec.slice ? 1000LL * std::popcount(p.gpus)  // may idle the GPU
+                                        : c.job->spec.pod.TotalMilliGpu();
       return room >= static_cast<int64_t>(need) * fd.TotalMilliGpu();
     };
     // A hopeless attempt ends here, before anything is evicted: with every candidate gone the
