@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <span>
 
@@ -516,6 +517,8 @@ struct Admission::Impl {
       j.slices = std::move(slices);
       return true;
     };
+    if (j.spec.node_layouts && !j.spec.node_layouts->empty())
+      return PlaceLayouts(state, j, d, base, why);
     if (j.spec.topology == TopologyKind::kNone) return attempt(base, why);
     // Topology groups (same node, or same label value) as spans into group_buf.
     group_buf.clear();
@@ -597,6 +600,90 @@ struct Admission::Impl {
     return false;
   }
 
+  // Pods of demand d that fit on a node with free resources f.
+  static int64_t PodSlots(const NodeFree& f, const Demand& d) {
+    if (FilterNode(f, d) != FilterVerdict::kFits) return 0;
+    int64_t slots = std::numeric_limits<int64_t>::max();
+    if (d.cpu.v > 0) slots = std::min(slots, f.cpu / d.cpu.v);
+    if (d.memory.v > 0) slots = std::min(slots, f.memory / d.memory.v);
+    if (d.num_gpu > 0) {
+      int64_t per = 0;
+      for (int g = 0; g < f.gpu_count; ++g)
+        per += d.gpu_milli >= 1000 ? (f.gpu[g] >= 1000 ? 1 : 0) : f.gpu[g] / d.gpu_milli;
+      slots = std::min(slots, per / d.num_gpu);
+    }
+    return slots;
+  }
+
+  // PlaceGang for a job with node layouts (JobSpec::node_layouts).
+  bool PlaceLayouts(ClusterState& state, Job& j, const Demand& d, const std::vector<uint8_t>* base,
+                    std::string* why) {
+    const size_t nodes = state.num_nodes();
+    std::vector<int64_t> slots(nodes, 0);
+    for (NodeIdx n = 0; n < nodes; ++n)
+      if (!base || (*base)[n]) slots[n] = PodSlots(state.free(n), d);
+    std::vector<uint8_t> used(nodes, 0);
+    // Nodes tied for the tightest fit of a part: unused, holding it, with the fewest slots.
+    auto tightest = [&](int part, std::vector<uint8_t>* mask) {
+      int64_t best = -1;
+      for (NodeIdx n = 0; n < nodes; ++n)
+        if (!used[n] && slots[n] >= part && (best < 0 || slots[n] < best)) best = slots[n];
+      if (best < 0) return false;
+      if (mask) {
+        mask->assign(nodes, 0);
+        for (NodeIdx n = 0; n < nodes; ++n) (*mask)[n] = !used[n] && slots[n] == best;
+      }
+      return true;
+    };
+    for (const std::vector<int>& layout : *j.spec.node_layouts) {
+      std::fill(used.begin(), used.end(), 0);
+      bool fits = true;
+      for (int part : layout) {
+        if (!tightest(part, &allowed_buf)) {
+          fits = false;
+          break;
+        }
+        for (NodeIdx n = 0; n < nodes; ++n)
+          if (allowed_buf[n]) {
+            used[n] = 1;
+            break;
+          }
+      }
+      if (!fits) continue;
+      std::fill(used.begin(), used.end(), 0);
+      std::vector<WorkloadId> ids;
+      std::vector<Placement> places;
+      bool ok = true;
+      for (size_t k = 0; k < layout.size() && ok; ++k) {
+        ok = tightest(layout[k], &allowed_buf);
+        for (int i = 0; ok && i < layout[k]; ++i) {
+          const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(ids.size());
+          const Decision dec = self->engine_.Decide(state, pid, d, &allowed_buf);
+          ok = dec.placed && state.Allocate(pid, d, dec.placement).ok();
+          if (!ok) break;
+          ids.push_back(pid);
+          places.push_back(dec.placement);
+          if (i == 0) {
+            used[dec.placement.node] = 1;
+            std::fill(allowed_buf.begin(), allowed_buf.end(), 0);
+            allowed_buf[dec.placement.node] = 1;
+          }
+        }
+      }
+      if (ok) {
+        j.pods = std::move(ids);
+        j.placements = std::move(places);
+        j.slices.clear();
+        return true;
+      }
+      for (auto it = ids.rbegin(); it != ids.rend(); ++it) (void)state.Release(*it);
+    }
+    if (why)
+      *why = "none of its " + std::to_string(j.spec.node_layouts->size()) +
+             " node layouts fits the free nodes";
+    return false;
+  }
+
   void Release(ClusterState& state, Job& j) {
     running[j.queue].erase(j.spec.id);
     for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
@@ -645,7 +732,8 @@ struct Admission::Impl {
     // A single pod's failure covers every node it could use; a reservation only adds the
     // job's own nodes to the unreserved ones, so a reserved single pod uses the failures too.
     const bool single = j.spec.pods == 1 && j.spec.topology == TopologyKind::kNone;
-    const bool cached = failure_cache && !j.spec.slice && (!j.has_reservation || single);
+    const bool cached =
+        failure_cache && !j.spec.slice && !j.spec.node_layouts && (!j.has_reservation || single);
     Shape shape{
         d, j.spec.allowed_nodes.get(), j.spec.pods, need, j.spec.topology, j.spec.topology_label};
     if (cached) {
@@ -862,8 +950,24 @@ struct Admission::Impl {
               (j.has_reservation && n < j.reserved.size() && j.reserved[n])) &&
              (!only || (n < only->size() && (*only)[n]));
     };
+    // Whether the allowed nodes have at least the milli-GPUs j asks for (a necessary condition
+    // of any placement), now or, with `with_candidates`, once every candidate is evicted.
+    auto gpu_room_left = [&](bool with_candidates) {
+      if (j.spec.slice || fd.num_gpu == 0) return true;
+      int64_t room = 0;
+      for (NodeIdx n = 0; n < state.num_nodes(); ++n)
+        if (node_allowed(n) && fd.AllowsModel(state.free(n).model)) room += state.free(n).gpu_total;
+      if (with_candidates)
+        for (const Cand& c : cands)
+          for (const Placement& p : c.job->placements)
+            if (node_allowed(p.node) && fd.AllowsModel(state.free(p.node).model))
+              room += c.job->spec.slice ? 1000LL * std::popcount(p.gpus)  // may idle the GPU
+                                        : c.job->spec.pod.TotalMilliGpu();
+      return room >= static_cast<int64_t>(need) * fd.TotalMilliGpu();
+    };
     // A hopeless attempt ends here, before anything is evicted: with every candidate gone the
-    // quota check still refuses j, or (a single pod that found no node) no freed node fits it.
+    // quota check still refuses j, the allowed nodes lack the milli-GPUs j asks for, or (a
+    // single pod that found no node) no freed node fits it.
     {
       for (const Cand& c : cands) {
         const Job& v = *c.job;
@@ -875,6 +979,7 @@ struct Admission::Impl {
         qs[v.queue].usage[v.flavor] += v.charged;
       }
       if (!quota_ok) return false;
+      if (!gpu_room_left(true)) return false;
       if (placement_failed && single_pod) {
         std::vector<std::pair<NodeIdx, NodeFree>> freed;
         for (const Cand& c : cands) {
@@ -940,6 +1045,7 @@ struct Admission::Impl {
     };
     auto could_fit = [&]() {
       if (!QuotaFits(j.queue, f, est_rest, false).ok()) return false;
+      if (!gpu_room_left(false)) return false;
       if (!placement_failed || !single_pod) return true;
       for (const auto& t : taken)
         for (const Placement& p : t.places)
@@ -1115,6 +1221,23 @@ Status Admission::Submit(const JobSpec& job) {
     Status sv = ValidateSliceDemand(*job.slice);
     if (!sv.ok()) return InvalidArgument("job '" + job.name + "': " + sv.message());
   }
+  if (job.node_layouts) {
+    if (job.slice || job.topology != TopologyKind::kNone ||
+        (job.min_member != 0 && job.min_member != job.pods))
+      return InvalidArgument("job '" + job.name +
+                             "': node layouts need a gang of whole pods without topology");
+    for (const auto& layout : *job.node_layouts) {
+      int64_t sum = 0;
+      bool positive = !layout.empty();
+      for (int part : layout) {
+        positive &= part > 0;
+        sum += part;
+      }
+      if (!positive || sum != job.pods)
+        return InvalidArgument("job '" + job.name +
+                               "': a node layout needs positive parts summing to pods");
+    }
+  }
   if (job.topology == TopologyKind::kSameLabel && job.topology_label.empty())
     return InvalidArgument("job '" + job.name + "': label topology without a label key");
   if (job.id > (~WorkloadId{0}) / kPodsPerJob - 1)
@@ -1242,6 +1365,14 @@ std::vector<WorkloadId> Admission::PendingJobs() const {
   for (const auto& [id, j] : impl_->jobs)
     if (j.st == JobState::kPending) out.push_back(id);
   return out;
+}
+
+Status Admission::SetPriority(WorkloadId job, int priority) {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st == JobState::kFinished)
+    return NotFound("job " + std::to_string(job) + " is neither pending nor running");
+  it->second.spec.priority = priority;
+  return Status::Ok();
 }
 
 Status Admission::SetAllowedNodes(WorkloadId job,

@@ -37,8 +37,10 @@
 // placement failure is remembered for the rest of the cycle and a later job asking no less
 // (same nodes; the same gang, or a single pod no smaller on every dimension, CPU and memory
 // not counting when only GPU terms refused it) is refused without a new attempt; its reason
-// names the job that failed. Preemption attempts that cannot succeed even with every candidate
-// evicted end before anything is evicted.
+// names the job that failed (jobs with node layouts are always tried). Preemption attempts that
+// cannot succeed even with every candidate evicted (quota, or fewer free milli-GPUs on the
+// allowed nodes than the job asks) end before anything is evicted, and an eviction is followed
+// by a placement attempt only once enough milli-GPUs are free.
 //
 // Deterministic. Not thread-safe; one Admission per scheduling loop. The engine is pure; the
 // caller supplies time.
@@ -167,6 +169,13 @@ struct JobSpec {
   // Nodes the job may use (one byte per node index, non-zero = allowed), e.g. from taints,
   // selectors and node readiness; null = every node. Shared, read-only.
   std::shared_ptr<const std::vector<uint8_t>> allowed_nodes;
+  // Node layouts the gang accepts, best first; null or empty = the engine places pod by pod.
+  // A layout lists pods per node: parts > 0 summing to `pods` (min_member must be 0 or pods;
+  // no topology, not a slice job). The job is placed with the first layout whose parts fit on
+  // distinct allowed nodes. Parts are placed in the order given, each on one of the unused
+  // nodes with the fewest free pod slots that still hold it (tightest fit); the engine's scorer
+  // chooses among those nodes and picks the GPUs. Shared, read-only.
+  std::shared_ptr<const std::vector<std::vector<int>>> node_layouts;
   bool preemptible = true;  // false: never chosen as a preemption victim
 };
 
@@ -228,6 +237,11 @@ class Admission {
   Status Requeue(ClusterState& state, WorkloadId job, const std::string& why);
   // Pending jobs, in no particular order.
   std::vector<WorkloadId> PendingJobs() const;
+  // Changes a pending or running job's priority, e.g. when a least-attained-service policy
+  // demotes it or an order is recomputed from predictions. It applies from the next cycle: to
+  // the order of pending jobs and to which running jobs a pending one may preempt (a running
+  // job keeps its GPUs until a cycle evicts it). NotFound if the job is neither.
+  Status SetPriority(WorkloadId job, int priority);
   // Replaces a pending job's allowed nodes (JobSpec::allowed_nodes), e.g. after a node was
   // added or its readiness, taints or labels changed. NotFound if the job is not pending.
   Status SetAllowedNodes(WorkloadId job, std::shared_ptr<const std::vector<uint8_t>> allowed);

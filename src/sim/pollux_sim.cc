@@ -2,43 +2,57 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "admission/admission.h"
+#include "cluster/cluster_state.h"
+#include "cluster/gpu_catalog.h"
+#include "policies/builtin.h"
 #include "sim/csv.h"
 
 namespace tessera {
 namespace {
 
-// GPUs-per-node splits of one job, fastest first (tessera placement).
-struct Split {
-  std::vector<int> parts;  // descending
-  double iter_s = 0;
-};
+constexpr char kGpuModel[] = "T4";     // the Pollux testbed's GPUs
+constexpr char kScorer[] = "bestfit";  // GPUs within a node, ties between nodes
+constexpr char kQueue[] = "pollux";
+constexpr int64_t kPodCpu = 1000;          // milli-CPU per GPU pod
+constexpr int64_t kPodMemory = 1024;       // MiB per GPU pod
+constexpr int64_t kNodeCpuPerGpu = 16000;  // host resources per GPU: never binding
+constexpr int64_t kNodeMemoryPerGpu = 65536;
+constexpr uint64_t kSeed = 1;
+
+using Layouts = std::vector<std::vector<int>>;
 
 struct Job {
   const PolluxJobSpec* spec = nullptr;
   const PolluxApp* app = nullptr;
+  WorkloadId id = 0;
   int gpus = 0;
   double remaining = 0;  // iterations
-  const std::vector<Split>* splits = nullptr;
-  std::vector<int> alloc;  // GPUs per node; empty when not running
-  double iter_s = 0;       // of the current allocation
+  std::shared_ptr<const Layouts> layouts;
+  double fastest_iter_s = 0;  // tessera: of the first layout
+  std::vector<int> alloc;     // GPUs per node; empty when not running
+  double iter_s = 0;          // of the current allocation
   double restart_left = 0;
   double held_gpu_s = 0;
   int queue = 0;
-  bool started = false, done = false;
+  bool submitted = false, started = false, done = false;
   double start = 0, finish = 0;
   int preemptions = 0, restarts = 0;
 };
 
-void Partitions(int left, int max_part, int max_count, std::vector<int>& cur,
-                std::vector<std::vector<int>>& out) {
+// Partitions of `left` into at most max_count parts of at most max_part, each descending, in
+// lexicographically descending order.
+void Partitions(int left, int max_part, int max_count, std::vector<int>& cur, Layouts& out) {
   if (left == 0) {
     out.push_back(cur);
     return;
@@ -58,7 +72,6 @@ class Sim {
       const PolluxSimConfig& cfg)
       : apps_(apps), w_(w), policy_(policy), cfg_(cfg) {}
 
-  Status Init();
   Result<PolluxRunResult> Run();
 
  private:
@@ -66,14 +79,16 @@ class Sim {
     return InvalidArgument(w_.source + ":" + std::to_string(j.line) + ":1: job '" + j.name +
                            "': " + what);
   }
-  std::vector<int> FreeGpus() const;
-  std::vector<int> PlaceConsolidated(int gpus, const std::vector<int>& free) const;
-  std::vector<int> PlaceFastest(const Job& j, const std::vector<int>& free) const;
+  Status Init();
+  Status InitCluster();
+  Result<std::shared_ptr<const Layouts>> LayoutsFor(Job& j);
+  Status Submit(Job& j);
+  Status Prioritise(const std::vector<int>& active);
+  Status Apply(const CycleResult& cr);
   Status Assign(Job& j, std::vector<int> alloc);
-  Status Decide(const std::vector<int>& active);
-  Status SelectByOrder(const std::vector<int>& order);
   double PredictedWork(const Job& j) const;
-  void Advance(double t);
+  Status Advance(double t);
+  int Priority(const Job& j) const;
 
   const PolluxApps& apps_;
   const PolluxWorkload& w_;
@@ -82,12 +97,115 @@ class Sim {
   std::vector<Job> jobs_;
   double now_ = 0;
   std::vector<int> arrival_;  // job indices by (submission, file order)
-  std::map<std::tuple<std::string, int, int64_t>, std::vector<Split>> split_cache_;
+  ClusterState state_;
+  std::unique_ptr<Admission> adm_;
+  // Fewest-nodes layouts by GPU count (fifo, tiresias); fastest-first by job kind (tessera).
+  std::map<int, std::shared_ptr<const Layouts>> fewest_nodes_;
+  std::map<std::tuple<std::string, int, int64_t>, std::pair<std::shared_ptr<const Layouts>, double>>
+      fastest_;
 };
+
+Status Sim::InitCluster() {
+  const std::optional<GpuModelId> model = GpuCatalog::Builtin().Find(kGpuModel);
+  if (!model) return Internal(std::string("GPU model ") + kGpuModel + " is not in the catalog");
+  for (int n = 0; n < cfg_.nodes; ++n) {
+    NodeSpec s;
+    s.name = "node-" + std::to_string(n);
+    s.cpu = MilliCpu(kNodeCpuPerGpu * cfg_.gpus_per_node);
+    s.memory = MiB(kNodeMemoryPerGpu * cfg_.gpus_per_node);
+    s.gpu_count = cfg_.gpus_per_node;
+    s.model = *model;
+    auto added = state_.AddNode(std::move(s));
+    if (!added.ok()) return added.status();
+  }
+  const int capacity = cfg_.nodes * cfg_.gpus_per_node;
+  QueueSpec q;
+  q.name = kQueue;
+  FlavorQuota f;
+  f.name = kGpuModel;
+  f.nominal = {1000LL * capacity, kNodeCpuPerGpu * capacity, kNodeMemoryPerGpu * capacity};
+  q.flavors = {f};
+  q.reclaim = ReclaimPreemption::kNever;
+  switch (policy_) {
+    case PolluxPolicy::kFifo:
+    case PolluxPolicy::kFifoStrict:
+      q.within_queue = WithinQueuePreemption::kNever;
+      break;
+    case PolluxPolicy::kTiresias:
+      q.within_queue = WithinQueuePreemption::kLowerOrNewerEqualPriority;
+      break;
+    case PolluxPolicy::kTessera:
+      q.within_queue = WithinQueuePreemption::kLowerPriority;
+      break;
+  }
+  q.queueing = policy_ == PolluxPolicy::kFifoStrict ? QueueingStrategy::kStrictFifo
+                                                    : QueueingStrategy::kBestEffortFifo;
+  AdmissionConfig ac;
+  ac.usage_half_life_s = 0;
+  ac.fair_sharing = false;
+  ac.reservations = false;
+  ac.preemption = q.within_queue != WithinQueuePreemption::kNever;
+  ac.max_preemption_attempts_per_cycle = static_cast<int>(std::max<size_t>(1, jobs_.size()));
+  ac.max_victims_per_attempt = capacity;  // every running job holds at least one GPU
+  PolicyConfig pc;
+  pc.name = kScorer;
+  auto scorer = BuiltinPolicies().Create(pc);
+  if (!scorer.ok()) return scorer.status();
+  auto adm = Admission::Create({q}, ac, std::move(scorer).value(), kSeed);
+  if (!adm.ok()) return adm.status();
+  adm_ = std::move(adm).value();
+  return Status::Ok();
+}
+
+// fifo, tiresias: every split, fewest nodes first (then the largest parts first), which places
+// as many GPUs as possible on the nodes with the most free GPUs and the rest on the node that
+// fits it most tightly. tessera: every split, lowest profiled iteration time first.
+Result<std::shared_ptr<const Layouts>> Sim::LayoutsFor(Job& j) {
+  const PolluxJobSpec& s = *j.spec;
+  if (policy_ != PolluxPolicy::kTessera) {
+    auto it = fewest_nodes_.find(j.gpus);
+    if (it == fewest_nodes_.end()) {
+      Layouts parts;
+      std::vector<int> cur;
+      Partitions(j.gpus, cfg_.gpus_per_node, cfg_.nodes, cur, parts);
+      std::stable_sort(parts.begin(), parts.end(),
+                       [](const auto& a, const auto& b) { return a.size() < b.size(); });
+      it = fewest_nodes_.emplace(j.gpus, std::make_shared<const Layouts>(std::move(parts))).first;
+    }
+    return it->second;
+  }
+  auto key = std::make_tuple(s.application, j.gpus, s.batch_size);
+  auto it = fastest_.find(key);
+  if (it == fastest_.end()) {
+    Layouts parts;
+    std::vector<int> cur;
+    Partitions(j.gpus, cfg_.gpus_per_node, cfg_.nodes, cur, parts);
+    std::vector<std::pair<double, size_t>> keyed;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      std::vector<int> asc(parts[k].rbegin(), parts[k].rend());
+      auto cost = j.app->IterationTime(asc, static_cast<double>(s.batch_size));
+      if (!cost.ok()) return Where(s, cost.status().message());
+      keyed.push_back({cost->seconds, k});
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first < b.first;
+      return parts[a.second].size() < parts[b.second].size();
+    });
+    Layouts sorted;
+    for (const auto& k : keyed) sorted.push_back(parts[k.second]);
+    const double fastest = keyed.front().first;
+    it = fastest_
+             .emplace(key,
+                      std::make_pair(std::make_shared<const Layouts>(std::move(sorted)), fastest))
+             .first;
+  }
+  j.fastest_iter_s = it->second.second;
+  return it->second.first;
+}
 
 Status Sim::Init() {
   if (!(cfg_.nodes > 0 && cfg_.gpus_per_node > 0 && cfg_.nodes <= 4096 &&
-        cfg_.gpus_per_node <= 64 && cfg_.interval_s > 0 && cfg_.restart_s >= 0 &&
+        cfg_.gpus_per_node <= kMaxGpusPerNode && cfg_.interval_s > 0 && cfg_.restart_s >= 0 &&
         cfg_.tiresias_threshold_gpu_s >= 0 && cfg_.max_time_s > 0 &&
         std::isfinite(cfg_.interval_s) && std::isfinite(cfg_.restart_s) &&
         std::isfinite(cfg_.max_time_s)))
@@ -98,97 +216,110 @@ Status Sim::Init() {
     const PolluxJobSpec& s = w_.jobs[i];
     Job& j = jobs_[i];
     j.spec = &s;
+    j.id = static_cast<WorkloadId>(i + 1);
     auto app = apps_.find(s.application);
     if (app == apps_.end()) return Where(s, "no profile for application '" + s.application + "'");
     j.app = &app->second;
     if (s.num_replicas > capacity)
       return Where(s, std::to_string(s.num_replicas) + " GPUs exceed the cluster's " +
                           std::to_string(capacity));
+    if (static_cast<WorkloadId>(s.num_replicas) >= kPodsPerJob)
+      return Where(s, std::to_string(s.num_replicas) + " GPUs exceed " +
+                          std::to_string(kPodsPerJob - 1) + " pods per admission job");
     j.gpus = s.num_replicas;
     auto iters = j.app->IterationsToComplete(s.batch_size);
     if (!iters.ok()) return Where(s, iters.status().message());
     j.remaining = *iters;
-    if (policy_ == PolluxPolicy::kTessera) {
-      auto key = std::make_tuple(s.application, j.gpus, s.batch_size);
-      auto it = split_cache_.find(key);
-      if (it == split_cache_.end()) {
-        std::vector<std::vector<int>> parts;
-        std::vector<int> cur;
-        Partitions(j.gpus, cfg_.gpus_per_node, cfg_.nodes, cur, parts);
-        std::vector<Split> splits;
-        for (auto& p : parts) {
-          std::vector<int> asc(p.rbegin(), p.rend());
-          auto cost = j.app->IterationTime(asc, static_cast<double>(s.batch_size));
-          if (!cost.ok()) return Where(s, cost.status().message());
-          splits.push_back({std::move(p), cost->seconds});
-        }
-        std::stable_sort(splits.begin(), splits.end(), [](const Split& a, const Split& b) {
-          if (a.iter_s != b.iter_s) return a.iter_s < b.iter_s;
-          return a.parts.size() < b.parts.size();
-        });
-        it = split_cache_.emplace(key, std::move(splits)).first;
-      }
-      j.splits = &it->second;
-    }
+    auto layouts = LayoutsFor(j);
+    if (!layouts.ok()) return layouts.status();
+    j.layouts = *layouts;
   }
   arrival_.resize(jobs_.size());
   std::iota(arrival_.begin(), arrival_.end(), 0);
   std::stable_sort(arrival_.begin(), arrival_.end(),
                    [&](int a, int b) { return jobs_[a].spec->time < jobs_[b].spec->time; });
+  return InitCluster();
+}
+
+// Predicted remaining GPU-seconds. A job not running is charged its start (restart_s) at the
+// fastest split; a running one is credited the resume it would pay if preempted, so a waiting job
+// displaces a running one only when it saves more than both restarts.
+double Sim::PredictedWork(const Job& j) const {
+  const double seconds = j.alloc.empty() ? j.remaining * j.fastest_iter_s + cfg_.restart_s
+                                         : j.remaining * j.iter_s + j.restart_left - cfg_.restart_s;
+  return seconds * j.gpus;
+}
+
+// Admission priority (higher first): fifo 0; tiresias 1 in queue 0, 0 in queue 1; tessera minus
+// the predicted remaining GPU-seconds, rounded.
+int Sim::Priority(const Job& j) const {
+  switch (policy_) {
+    case PolluxPolicy::kFifo:
+    case PolluxPolicy::kFifoStrict:
+      return 0;
+    case PolluxPolicy::kTiresias:
+      return j.queue == 0 ? 1 : 0;
+    case PolluxPolicy::kTessera:
+      return static_cast<int>(-std::llround(std::clamp(PredictedWork(j), -2e9, 2e9)));
+  }
+  return 0;
+}
+
+Status Sim::Submit(Job& j) {
+  JobSpec js;
+  js.id = j.id;
+  js.name = j.spec->name;
+  js.queue = kQueue;
+  js.priority = Priority(j);
+  js.arrival = j.spec->time;
+  js.pod.cpu = MilliCpu(kPodCpu);
+  js.pod.memory = MiB(kPodMemory);
+  js.pod.num_gpu = 1;
+  js.pod.gpu_milli = 1000;
+  js.pods = j.gpus;
+  js.node_layouts = j.layouts;
+  j.submitted = true;
+  return adm_->Submit(js);
+}
+
+// Tiresias demotes a job to queue 1 once it has held threshold GPU-seconds; tessera re-ranks
+// every job by its predicted remaining work.
+Status Sim::Prioritise(const std::vector<int>& active) {
+  for (int i : active) {
+    Job& j = jobs_[i];
+    if (policy_ == PolluxPolicy::kTiresias) {
+      if (j.queue != 0 || j.held_gpu_s < cfg_.tiresias_threshold_gpu_s) continue;
+      j.queue = 1;
+    } else if (policy_ != PolluxPolicy::kTessera) {
+      continue;
+    }
+    TESSERA_RETURN_IF_ERROR(adm_->SetPriority(j.id, Priority(j)));
+  }
   return Status::Ok();
 }
 
-std::vector<int> Sim::FreeGpus() const {
-  std::vector<int> free(cfg_.nodes, cfg_.gpus_per_node);
-  for (const Job& j : jobs_)
-    for (size_t n = 0; n < j.alloc.size(); ++n) free[n] -= j.alloc[n];
-  return free;
-}
-
-std::vector<int> Sim::PlaceConsolidated(int gpus, const std::vector<int>& free) const {
-  std::vector<int> nodes(free.size());
-  std::iota(nodes.begin(), nodes.end(), 0);
-  std::stable_sort(nodes.begin(), nodes.end(), [&](int a, int b) { return free[a] > free[b]; });
-  std::vector<int> alloc(free.size(), 0);
-  int left = gpus;
-  size_t k = 0;
-  while (k < nodes.size() && left > free[nodes[k]]) left -= free[nodes[k++]];
-  if (k == nodes.size()) return {};
-  for (size_t i = 0; i < k; ++i) alloc[nodes[i]] = free[nodes[i]];
-  int best = -1;
-  for (size_t i = k; i < nodes.size(); ++i) {
-    const int n = nodes[i];
-    if (free[n] >= left &&
-        (best < 0 || free[n] < free[best] || (free[n] == free[best] && n < best)))
-      best = n;
+Status Sim::Apply(const CycleResult& cr) {
+  for (const Preemption& p : cr.preempted) {
+    if (p.victim == 0 || p.victim > jobs_.size()) return Internal("preempted an unknown job");
+    TESSERA_RETURN_IF_ERROR(Assign(jobs_[p.victim - 1], {}));
   }
-  alloc[best] += left;
-  return alloc;
-}
-
-std::vector<int> Sim::PlaceFastest(const Job& j, const std::vector<int>& free) const {
-  std::vector<int> sorted_free = free;
-  std::sort(sorted_free.rbegin(), sorted_free.rend());
-  for (const Split& s : *j.splits) {
-    bool fits = s.parts.size() <= sorted_free.size();
-    for (size_t i = 0; fits && i < s.parts.size(); ++i) fits = s.parts[i] <= sorted_free[i];
-    if (!fits) continue;
-    std::vector<int> left = free, alloc(free.size(), 0);
-    for (int part : s.parts) {
-      int best = -1;
-      for (size_t n = 0; n < left.size(); ++n)
-        if (alloc[n] == 0 && left[n] >= part && (best < 0 || left[n] < left[best]))
-          best = static_cast<int>(n);
-      alloc[best] = part;
-      left[best] -= part;
+  for (WorkloadId id : cr.admitted) {
+    if (id == 0 || id > jobs_.size()) return Internal("admitted an unknown job");
+    Job& j = jobs_[id - 1];
+    std::vector<int> alloc(cfg_.nodes, 0);
+    int total = 0;
+    for (const Placement& p : adm_->Placements(id)) {
+      const int g = std::popcount(p.gpus);
+      alloc[p.node] += g;
+      total += g;
     }
-    return alloc;
+    if (total != j.gpus) return Internal("job '" + j.spec->name + "' admitted partially");
+    TESSERA_RETURN_IF_ERROR(Assign(j, std::move(alloc)));
   }
-  return {};
+  return Status::Ok();
 }
 
 Status Sim::Assign(Job& j, std::vector<int> alloc) {
-  if (alloc == j.alloc) return Status::Ok();
   if (alloc.empty()) {
     ++j.preemptions;
     j.alloc.clear();
@@ -210,88 +341,7 @@ Status Sim::Assign(Job& j, std::vector<int> alloc) {
   return Status::Ok();
 }
 
-// Predicted remaining GPU-seconds. A job not running is charged its start (restart_s) at the
-// fastest split; a running one is credited the resume it would pay if preempted, so a waiting job
-// displaces a running one only when it saves more than both restarts.
-double Sim::PredictedWork(const Job& j) const {
-  const double seconds = j.alloc.empty() ? j.remaining * j.splits->front().iter_s + cfg_.restart_s
-                                         : j.remaining * j.iter_s + j.restart_left - cfg_.restart_s;
-  return seconds * j.gpus;
-}
-
-// Runs the first jobs of `order` that fit the cluster's GPU count (later jobs may pass one that
-// does not fit), preempts every other running job and places the newly started ones in order.
-Status Sim::SelectByOrder(const std::vector<int>& order) {
-  int budget = cfg_.nodes * cfg_.gpus_per_node;
-  std::vector<int> chosen;
-  for (int i : order) {
-    if (jobs_[i].gpus <= budget) {
-      budget -= jobs_[i].gpus;
-      chosen.push_back(i);
-    }
-  }
-  std::vector<bool> keep(jobs_.size(), false);
-  for (int i : chosen) keep[i] = true;
-  for (int i : order)
-    if (!keep[i] && !jobs_[i].alloc.empty()) TESSERA_RETURN_IF_ERROR(Assign(jobs_[i], {}));
-  std::vector<int> free = FreeGpus();
-  for (int i : chosen) {
-    Job& j = jobs_[i];
-    if (!j.alloc.empty()) continue;
-    std::vector<int> alloc =
-        policy_ == PolluxPolicy::kTessera ? PlaceFastest(j, free) : PlaceConsolidated(j.gpus, free);
-    if (alloc.empty()) return Internal("no placement for a job within the GPU budget");
-    for (size_t n = 0; n < free.size(); ++n) free[n] -= alloc[n];
-    TESSERA_RETURN_IF_ERROR(Assign(j, std::move(alloc)));
-  }
-  return Status::Ok();
-}
-
-Status Sim::Decide(const std::vector<int>& active) {
-  switch (policy_) {
-    case PolluxPolicy::kFifo:
-    case PolluxPolicy::kFifoStrict: {
-      std::vector<int> free = FreeGpus();
-      int total = std::accumulate(free.begin(), free.end(), 0);
-      for (int i : active) {
-        Job& j = jobs_[i];
-        if (!j.alloc.empty()) continue;
-        if (j.gpus > total) {
-          if (policy_ == PolluxPolicy::kFifoStrict) break;
-          continue;
-        }
-        std::vector<int> alloc = PlaceConsolidated(j.gpus, free);
-        for (size_t n = 0; n < free.size(); ++n) free[n] -= alloc[n];
-        total -= j.gpus;
-        TESSERA_RETURN_IF_ERROR(Assign(j, std::move(alloc)));
-      }
-      return Status::Ok();
-    }
-    case PolluxPolicy::kTiresias: {
-      std::vector<int> order;
-      for (int q = 0; q < 2; ++q) {
-        for (int i : active) {
-          Job& j = jobs_[i];
-          if (j.queue == 0 && j.held_gpu_s >= cfg_.tiresias_threshold_gpu_s) j.queue = 1;
-          if (j.queue == q) order.push_back(i);
-        }
-      }
-      return SelectByOrder(order);
-    }
-    case PolluxPolicy::kTessera: {
-      std::vector<std::pair<double, int>> keyed;
-      for (int i : active) keyed.push_back({PredictedWork(jobs_[i]), i});
-      std::stable_sort(keyed.begin(), keyed.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::vector<int> order;
-      for (const auto& k : keyed) order.push_back(k.second);
-      return SelectByOrder(order);
-    }
-  }
-  return Internal("unknown policy");
-}
-
-void Sim::Advance(double t) {
+Status Sim::Advance(double t) {
   for (Job& j : jobs_) {
     if (j.alloc.empty() || j.done) continue;
     const double gpus = j.gpus;
@@ -306,11 +356,13 @@ void Sim::Advance(double t) {
       j.finish = t + pause + need;
       j.held_gpu_s += (pause + need) * gpus;
       j.alloc.clear();
+      TESSERA_RETURN_IF_ERROR(adm_->Finish(state_, j.id));
       continue;
     }
     j.remaining -= dt / j.iter_s;
     j.held_gpu_s += cfg_.interval_s * gpus;
   }
+  return Status::Ok();
 }
 
 Result<PolluxRunResult> Sim::Run() {
@@ -323,22 +375,28 @@ Result<PolluxRunResult> Sim::Run() {
                                 " job(s) still unfinished after " +
                                 std::to_string(static_cast<int64_t>(cfg_.max_time_s)) +
                                 " simulated seconds");
+    now_ = t;
     while (next < arrival_.size() && jobs_[arrival_[next]].spec->time <= t) {
       Job& j = jobs_[arrival_[next++]];
       if (j.remaining <= 0) {  // nothing to run
         j.done = true;
         j.start = j.finish = j.spec->time;
+        continue;
       }
+      TESSERA_RETURN_IF_ERROR(Submit(j));
     }
     std::vector<int> active;
     for (size_t k = 0; k < next; ++k)
       if (!jobs_[arrival_[k]].done) active.push_back(arrival_[k]);
-    now_ = t;
-    TESSERA_RETURN_IF_ERROR(Decide(active));
-    Advance(t);
+    TESSERA_RETURN_IF_ERROR(Prioritise(active));
+    auto cr = adm_->RunCycle(state_, t);
+    if (!cr.ok()) return cr.status();
+    TESSERA_RETURN_IF_ERROR(Apply(*cr));
+    TESSERA_RETURN_IF_ERROR(Advance(t));
     finished = 0;
     for (const Job& j : jobs_) finished += j.done;
   }
+  if (state_.num_allocations() != 0) return Internal("GPUs still allocated after the last job");
   PolluxRunResult r;
   r.workload = w_.name;
   r.policy = policy_;

@@ -1,39 +1,45 @@
 // Discrete-time simulation of the Pollux (OSDI'21) benchmark with rigid jobs.
 //
-// Cluster: `nodes` x `gpus_per_node` identical GPUs. Every `interval_s` (rounds at t = 0,
-// interval, 2*interval, ...) the policy sees the jobs submitted at or before t that have not
-// finished and chooses, per job, either no GPUs or exactly num_replicas GPUs (gang, never
-// partial) spread over nodes. Between rounds jobs progress continuously by the model of
-// sim/pollux.h and finish at the exact time their last iteration ends; GPUs they free are reused
-// at the next round. A job whose allocation changes to a new non-empty one (its first start, a
-// resume after preemption, or a move) makes no progress for `restart_s`. JCT = finish - submit.
+// Cluster: `nodes` x `gpus_per_node` identical GPUs (catalog model T4, the Pollux testbed's;
+// host CPU and memory never binding), held in a ClusterState. Every `interval_s` (rounds at
+// t = 0, interval, 2*interval, ...) one Admission cycle (admission/admission.h) runs over the
+// jobs submitted at or before t that have not finished: it orders them, places each as a gang
+// of num_replicas one-GPU pods (all or none) through the engine and preempts running jobs,
+// exactly as it does for the Kubernetes scheduler. The simulation keeps only the job-progress
+// model: between rounds jobs progress continuously by sim/pollux.h and finish at the exact time
+// their last iteration ends (Admission::Finish); GPUs they free are reused at the next round. A
+// job admitted again (its first start, or a resume after Admission preempted it) makes no
+// progress for `restart_s`. Running jobs are never moved. JCT = finish - submit.
 //
-// Policies (ParsePolluxPolicy names):
-//   fifo         arrival order, non-preemptive; a job that does not fit is passed over by later
-//                jobs that fit (Kueue's BestEffortFIFO, no reservation).
-//   fifo-strict  as fifo but the first job that does not fit blocks all later ones (StrictFIFO).
+// Mapping onto Admission: one queue with the cluster as nominal quota, no fair sharing, no
+// reservations. Each job lists its acceptable node layouts (JobSpec::node_layouts).
+//   fifo         priority 0, arrival order, no preemption; a job that does not fit is passed
+//                over by later jobs that fit (BestEffortFIFO, no reservation).
+//   fifo-strict  as fifo with StrictFIFO: the first job that does not fit blocks all later ones.
 //   tiresias     two-queue discretised least-attained-service: a job moves from queue 0 to
 //                queue 1 once it has held `tiresias_threshold_gpu_s` GPU-seconds (restarts
-//                included); queue 0 before queue 1, arrival order within a queue. Each round the
-//                jobs in that order that fit the cluster's GPU count (later jobs may pass one that
-//                does not fit) run; running jobs outside that set are preempted. No starvation
-//                handling.
-//   tessera      rigid, same GPU counts and batch sizes as the workload. Smallest predicted
-//                remaining GPU-time first: GPUs x remaining iterations x the profiled iteration
-//                time (of the current placement, or of the fastest split for a waiting job), plus
-//                the restart cost for a waiting job and minus it for a running one (a waiting job
-//                displaces a running one only when it saves more than the two restarts). Each
-//                round the jobs in that order that fit the GPU count run (later jobs may pass one
-//                that does not fit); running jobs outside that set are preempted. Placement: the
-//                feasible GPUs-per-node split with the lowest profiled iteration time, parts on
-//                the nodes whose free GPUs fit them most tightly. Uses the profile-predicted run
-//                time (as Optimus does); only submitted jobs are known.
-// Placement for fifo and tiresias: fewest nodes (nodes with the most free GPUs first, the last
-// part on the node whose free GPUs fit it most tightly). Running jobs are never moved.
+//                included); queue 0 is priority 1, queue 1 priority 0 (Admission::SetPriority
+//                on demotion), arrival order within a queue. Within-queue preemption
+//                LowerOrNewerEqualPriority: a waiting job may evict running jobs after it in
+//                that order. No starvation handling.
+//   tessera      rigid, same GPU counts and batch sizes as the workload. Priority: minus the
+//                predicted remaining GPU-seconds, set every round: GPUs x remaining iterations
+//                x the profiled iteration time (of the current placement, or of the fastest
+//                split for a waiting job), plus the restart cost for a waiting job and minus it
+//                for a running one (a waiting job displaces a running one only when it saves
+//                more than the two restarts). Within-queue preemption LowerPriority. Uses the
+//                profile-predicted run time (as Optimus does); only submitted jobs are known.
+// Layouts: fifo and tiresias list every split fewest nodes first (which puts the job on the
+// nodes with the most free GPUs and the rest on the node that fits it most tightly); tessera
+// lists every split by profiled iteration time, fastest first. Admission takes the first that
+// fits, each part on the node whose free GPUs fit it most tightly.
+// Victims are Admission's: the running jobs below the waiting one whose eviction loses the
+// least GPU-time, as few as needed.
 //
-// Deterministic: no randomness; ties go to the earlier job (submission time, then file order)
-// and the lower node index. Simulate* is reentrant (no shared state); RunPolluxMatrix runs
-// independent simulations on worker threads and its result does not depend on the thread count.
+// Deterministic: no randomness beyond the engine's seeded tie-break between identical nodes;
+// equal priorities go to the earlier job (submission time, then file order). Simulate* is
+// reentrant (no shared state); RunPolluxMatrix runs independent simulations on worker threads
+// and its result does not depend on the thread count.
 #pragma once
 
 #include <map>

@@ -2,6 +2,8 @@
 // reservations with backfill, fair share, and the absence of preemption loops.
 #include "admission/admission.h"
 
+#include <bit>
+
 #include <gtest/gtest.h>
 
 #include "core/random.h"
@@ -599,6 +601,106 @@ TEST(AdmissionRecoveryTest, AllowedNodesRestrictPlacement) {
   ASSERT_EQ(adm->state(1), JobState::kRunning);
   EXPECT_EQ(adm->Placements(1)[0].node, 2u);
   Contains(adm->WhyPending(2), "3 excluded (node constraints, topology or reservation)");
+}
+
+TEST(AdmissionOrderTest, SetPriorityReordersPendingAndExposesRunningJobs) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(1, 4);
+  ASSERT_TRUE(adm->Submit(Job(1, "team", 4, 1, 0, 0)).ok());
+  ASSERT_TRUE(adm->Submit(Job(2, "team", 4, 1, 0, 1)).ok());
+  ASSERT_TRUE(adm->SetPriority(2, 3).ok());  // pending: now ahead of job 1
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  EXPECT_EQ(adm->state(2), JobState::kRunning);
+  EXPECT_EQ(adm->state(1), JobState::kPending);
+  // Lowered below the waiting job, the running one becomes a within-queue victim.
+  ASSERT_TRUE(adm->SetPriority(2, -1).ok());
+  auto r = adm->RunCycle(c, 60);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->preempted.size(), 1u);
+  EXPECT_EQ(r->preempted[0].victim, 2u);
+  EXPECT_EQ(adm->state(1), JobState::kRunning);
+  ASSERT_TRUE(adm->Finish(c, 1).ok());
+  EXPECT_EQ(adm->SetPriority(1, 0).code(), StatusCode::kNotFound);
+  EXPECT_EQ(adm->SetPriority(99, 0).code(), StatusCode::kNotFound);
+}
+
+JobSpec LayoutJob(WorkloadId id, int pods, std::vector<std::vector<int>> layouts,
+                  int priority = 0) {
+  JobSpec j = Job(id, "team", 1, pods, priority, static_cast<double>(id));
+  j.node_layouts = std::make_shared<const std::vector<std::vector<int>>>(std::move(layouts));
+  return j;
+}
+
+std::vector<int> GpusPerNode(const Admission& a, WorkloadId job, size_t nodes) {
+  std::vector<int> per(nodes, 0);
+  for (const Placement& p : a.Placements(job)) per[p.node] += std::popcount(p.gpus);
+  return per;
+}
+
+TEST(AdmissionGangTest, NodeLayoutsFirstThatFitsTightestNodes) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(3, 4);
+  // Fill n1 with 1 GPU and n2 with 2: free 4 / 3 / 2.
+  JobSpec a = LayoutJob(1, 1, {{1}});
+  a.allowed_nodes = std::make_shared<std::vector<uint8_t>>(std::vector<uint8_t>{0, 1, 0});
+  JobSpec b = LayoutJob(2, 2, {{2}});
+  b.allowed_nodes = std::make_shared<std::vector<uint8_t>>(std::vector<uint8_t>{0, 0, 1});
+  ASSERT_TRUE(adm->Submit(a).ok());
+  ASSERT_TRUE(adm->Submit(b).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  // {5} fits nowhere; {3,3} needs two nodes with 3 free: n0 (tightest is n1, then n0).
+  ASSERT_TRUE(adm->Submit(LayoutJob(3, 6, {{5, 1}, {3, 3}, {4, 2}})).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 1).ok());
+  ASSERT_EQ(adm->state(3), JobState::kRunning);
+  EXPECT_EQ(GpusPerNode(*adm, 3, 3), (std::vector<int>{3, 3, 0}));
+  // Free 1 / 0 / 2: a 3-pod gang fits as 2 + 1 only; 1 goes on n0 (tightest), 2 on n2.
+  ASSERT_TRUE(adm->Submit(LayoutJob(4, 3, {{3}, {2, 1}})).ok());
+  ASSERT_TRUE(adm->Submit(LayoutJob(5, 1, {{1}})).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 2).ok());
+  ASSERT_EQ(adm->state(4), JobState::kRunning);
+  EXPECT_EQ(GpusPerNode(*adm, 4, 3), (std::vector<int>{1, 0, 2}));
+  EXPECT_EQ(adm->state(5), JobState::kPending);
+  Contains(adm->WhyPending(5), "none of its 1 node layouts fits the free nodes");
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
+TEST(AdmissionGangTest, NodeLayoutsRejectBadShapes) {
+  auto adm = Make({Queue("team", "", 64)});
+  EXPECT_FALSE(adm->Submit(LayoutJob(1, 4, {{2, 1}})).ok());  // sums to 3
+  EXPECT_FALSE(adm->Submit(LayoutJob(2, 4, {{4, 0}})).ok());  // empty part
+  EXPECT_FALSE(adm->Submit(LayoutJob(3, 4, {{}})).ok());      // no part
+  JobSpec topo = LayoutJob(4, 4, {{4}});
+  topo.topology = TopologyKind::kSameNode;
+  EXPECT_FALSE(adm->Submit(topo).ok());
+  JobSpec partial = LayoutJob(5, 4, {{4}});
+  partial.min_member = 2;
+  EXPECT_FALSE(adm->Submit(partial).ok());
+  EXPECT_TRUE(adm->Submit(LayoutJob(6, 4, {{2, 2}, {4}})).ok());
+}
+
+TEST(AdmissionPreemptionTest, NodeLayoutJobEvictsOnlyWhatItNeeds) {
+  auto adm = Make({Queue("team", "", 64)});
+  ClusterState c = Cluster(2, 4);
+  // Four 2-GPU jobs of priority 0 fill both nodes.
+  for (WorkloadId i = 1; i <= 4; ++i) ASSERT_TRUE(adm->Submit(LayoutJob(i, 2, {{2}})).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 0).ok());
+  ASSERT_EQ(Running(*adm, 1, 4), 4);
+  // A 4-GPU gang that accepts only one node needs both jobs of one node gone.
+  ASSERT_TRUE(adm->Submit(LayoutJob(10, 4, {{4}}, 5)).ok());
+  auto r = adm->RunCycle(c, 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->preempted.size(), 2u);
+  ASSERT_EQ(adm->state(10), JobState::kRunning);
+  const std::vector<int> per = GpusPerNode(*adm, 10, 2);
+  EXPECT_TRUE(per == (std::vector<int>{4, 0}) || per == (std::vector<int>{0, 4}));
+  // Too big for the cluster even with every victim gone: nothing is evicted.
+  ASSERT_TRUE(adm->Submit(LayoutJob(11, 12, {{4, 4, 4}}, 9)).ok());
+  r = adm->RunCycle(c, 200);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->preempted.empty());
+  EXPECT_EQ(adm->state(11), JobState::kPending);
+  EXPECT_EQ(Running(*adm, 1, 10), 3);
+  EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
 // ---- failures remembered within a cycle
