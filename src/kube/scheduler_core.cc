@@ -744,7 +744,9 @@ CycleOutput SchedulerCore::Cycle(double now) {
   for (const auto& [id, j] : jobs_) {
     if (admission_->state(id) != JobState::kPending) continue;
     auto rw = relayout_wait_.find(id);
-    const std::string why = rw != relayout_wait_.end() ? rw->second : admission_->WhyPending(id);
+    std::string why = rw != relayout_wait_.end() ? rw->second : admission_->WhyPending(id);
+    if (auto rb = relayout_blocked_.find(id); rb != relayout_blocked_.end())
+      why += "; no MIG re-layout can help: " + rb->second;
     for (const auto& key : j->pods) Notice(key, "Unschedulable", why, out);
   }
   for (const auto& [gang, keys] : gang_waiting_) {

@@ -225,8 +225,9 @@ class SchedulerCore {
   // Ends a re-layout: applied -> the ledger takes the layout; otherwise it is reverted.
   void EndRelayout(GpuKey key, bool applied, const std::string& why);
   std::map<GpuKey, Relayout> relayouts_;
-  std::map<GpuKey, double> relayout_backoff_;        // GPU -> not planned again before this time
-  std::map<WorkloadId, std::string> relayout_wait_;  // job -> the re-layout it waits for
+  std::map<GpuKey, double> relayout_backoff_;           // GPU -> not planned again before this time
+  std::map<WorkloadId, std::string> relayout_wait_;     // job -> the re-layout it waits for
+  std::map<WorkloadId, std::string> relayout_blocked_;  // job -> why no re-layout serves it
   MigPlanner planner_;
   int64_t next_revision_ = 1;
   WorkloadId next_placeholder_ = WorkloadId{1} << 60;

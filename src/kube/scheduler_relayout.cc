@@ -13,11 +13,13 @@
 namespace tessera::kube {
 
 void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
-  for (auto it = relayout_wait_.begin(); it != relayout_wait_.end();) {
-    if (admission_->state(it->first) == JobState::kPending)
-      ++it;
-    else
-      it = relayout_wait_.erase(it);
+  for (auto* m : {&relayout_wait_, &relayout_blocked_}) {
+    for (auto it = m->begin(); it != m->end();) {
+      if (admission_->state(it->first) == JobState::kPending)
+        ++it;
+      else
+        it = m->erase(it);
+    }
   }
   if (!config_.mig_relayout) return;
   std::vector<GpuMask> frozen(state_.num_nodes(), 0);
@@ -40,7 +42,11 @@ void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
     const PodRequest& req = pt->second->req;
     const auto mask = MaskFor(req);
     auto plan = planner_.PlanFor(state_, req.slices, mask.get(), &frozen);
-    if (!plan.ok()) continue;
+    if (!plan.ok()) {
+      relayout_blocked_[id] = plan.status().message();
+      continue;
+    }
+    relayout_blocked_.erase(id);
     const NodeIdx n = plan->node;
     const int g = plan->gpu;
     // Hold the GPU: every free instance (or the idle GPU) gets a placeholder slice.

@@ -66,7 +66,7 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
   bool found = false;
   Key best_key{};
   MigReconfig best;
-  int mig_nodes = 0, busy_gpus = 0;
+  int mig_nodes = 0, busy_gpus = 0, mig_gpus = 0;
   std::map<const MigGeometry*, std::map<int, double>> mixes;
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
     if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
@@ -91,6 +91,7 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
       MigLayout busy;
       const MigLayout current = gpu.Layout();
       if (gpu.mig_enabled()) {
+        ++mig_gpus;
         for (const auto& slot : gpu.instances)
           if (slot.clients > 0) busy.push_back(slot.instance);
       } else if (!gpu.Idle() || !config_.allow_enable_mig) {
@@ -139,8 +140,10 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
   if (!found) {
     if (mig_nodes == 0)
       return NotFound("no MIG-capable node with room for the demand's host CPU/memory and model");
-    return NotFound("every MIG GPU that could host it runs work its re-layout would disturb (" +
-                    std::to_string(busy_gpus) + " non-MIG GPUs busy)");
+    return NotFound(std::to_string(mig_gpus) +
+                    " MIG-enabled GPUs could be re-laid out but hold running instances in the "
+                    "way, " +
+                    std::to_string(busy_gpus) + " GPUs without MIG are in use");
   }
   auto diff = cluster.PreviewMigLayout(best.node, best.gpu, true, best.after);
   if (!diff.ok()) return diff.status();

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 namespace tessera {
 namespace {
@@ -303,6 +304,8 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
     return none;
   }
   int host = 0, model = 0, sized = 0, excluded = 0;
+  int mig_gpus = 0, instances = 0, busy = 0;  // explicit MIG profile: what the layouts hold
+  std::set<GpuModelId> models_seen;
   std::string size_reason;
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
     if (cluster.gpu_count(n) == 0) continue;
@@ -318,6 +321,20 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
     if (d.models != 0 && !((d.models >> m) & 1)) {
       ++model;
       continue;
+    }
+    if (!d.mig_profile.empty()) {
+      const MigGeometry* geo = MigGeometryFor(m);
+      const int want = geo ? geo->Find(d.mig_profile) : -1;
+      if (want >= 0) {
+        models_seen.insert(m);
+        for (int g = 0; g < cluster.gpu_count(n); ++g) {
+          const GpuSlices& gpu = cluster.gpu(n, g);
+          if (!gpu.mig_enabled()) continue;
+          ++mig_gpus;
+          for (const MigSlot& slot : gpu.instances)
+            if (slot.instance.profile == want) ++instances, busy += slot.clients > 0;
+        }
+      }
     }
     bool any = false;
     for (SliceKind k : {SliceKind::kMig, SliceKind::kMps, SliceKind::kTimeSlice,
@@ -343,6 +360,15 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
       break;
   }
   none.reason = "no GPU node has " + what + " for it";
+  if (!d.mig_profile.empty() && !models_seen.empty()) {
+    std::string names;
+    for (GpuModelId m : models_seen)
+      names += (names.empty() ? "" : "/") + GpuCatalog::Builtin().Get(m).name;
+    none.reason = "no free " + d.mig_profile + " on " + names +
+                  " nodes: " + std::to_string(instances) + " such instances in the layouts of " +
+                  std::to_string(mig_gpus) + " MIG-enabled GPUs, " + std::to_string(busy) +
+                  " in use";
+  }
   if (host || model || sized || excluded) {
     none.reason += " (";
     std::string parts;

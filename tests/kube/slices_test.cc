@@ -191,6 +191,30 @@ TEST(SchedulerSlicesTest, InventoryLayoutChangesReachTheLedgerUnlessTheyDestroyB
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 
+// A pod no instance and no re-layout can serve is told what the layouts hold and why no GPU
+// can be re-laid out.
+TEST(SchedulerSlicesTest, WaitingReasonsNameTheProfileAndTheBlockedReLayouts) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson(
+      "m", {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 1g.10gb@4 1g.10gb@5 1g.10gb@6", ""}));
+  for (int i = 0; i < 7; ++i) core->UpsertPod(PodJson("mig" + std::to_string(i), kMig1g));
+  core->UpsertPod(PodJson("whole", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_EQ(core->Cycle(1).binds.size(), 8u);
+  core->UpsertPod(PodJson("late", kMig1g));
+  const CycleOutput out = core->Cycle(2);
+  EXPECT_TRUE(out.binds.empty());
+  EXPECT_TRUE(out.layouts.empty());
+  const std::string n = Notice(out, "late");
+  EXPECT_NE(n.find("no free 1g.10gb on A100-80GB nodes: 7 such instances in the layouts of 1 "
+                   "MIG-enabled GPUs, 7 in use"),
+            std::string::npos)
+      << n;
+  EXPECT_NE(n.find("no MIG re-layout can help: 1 MIG-enabled GPUs could be re-laid out but hold "
+                   "running instances in the way, 1 GPUs without MIG are in use"),
+            std::string::npos)
+      << n;
+}
+
 // Two phases: the plan holds the GPU, the pod is bound only once the node reports the layout.
 TEST(SchedulerRelayoutTest, BindsOnlyAfterTheNodeReportsTheLayoutApplied) {
   auto core = Core();

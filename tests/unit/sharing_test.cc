@@ -456,7 +456,7 @@ TEST(MigPlannerTest, ReplansOnlyFreeInstances) {
   // A second 3g would need slices 4-7, where a busy 1g sits: no plan.
   auto none = planner.PlanFor(c, Mem(30, Isolation::kStrict));
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.status().message().find("disturb"), std::string::npos);
+  EXPECT_NE(none.status().message().find("hold running instances in the way"), std::string::npos);
 }
 
 TEST(MigPlannerTest, EnablesMigOnlyOnIdleGpusAndShapesForTheMix) {
