@@ -158,8 +158,10 @@ void SchedulerCore::UpsertMigLayout(const Json& obj) {
   const Json* spec = obj.contains("spec") && obj["spec"].is_object() ? &obj["spec"] : nullptr;
   if (spec && spec->contains("nodeName") && (*spec)["nodeName"].is_string())
     node = (*spec)["nodeName"].get<std::string>();
-  if (node.empty() && obj.contains("metadata") && obj["metadata"].is_object())
-    node = obj["metadata"].value("name", "");
+  if (node.empty() && obj.contains("metadata") && obj["metadata"].is_object()) {
+    auto name = obj["metadata"].find("name");
+    if (name != obj["metadata"].end() && name->is_string()) node = name->get<std::string>();
+  }
   auto st = obj.find("status");
   if (node.empty() || st == obj.end() || !st->is_object()) return;
   auto gpus = st->find("gpus");
