@@ -28,22 +28,7 @@ Result<double> ParseStrictDecimal(std::string_view t) {
   if (bare == "inf" || bare == "infinity")
     return InvalidArgument("an infinity is not a valid value");
   const std::string quoted = QuotedValue(std::string(t));
-  size_t i = t[0] == '-' ? 1 : 0;
-  size_t digits = 0;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
-  if (i < t.size() && t[i] == '.') {
-    ++i;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
-  }
-  bool ok = digits > 0;
-  if (ok && i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
-    ++i;
-    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
-    size_t exp_digits = 0;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++exp_digits;
-    ok = exp_digits > 0;
-  }
-  if (!ok || i != t.size()) return InvalidArgument(quoted + " is not a number");
+  if (!PlainDecimal(std::string(t))) return InvalidArgument(quoted + " is not a number");
   double v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec == std::errc::result_out_of_range || !std::isfinite(v))

@@ -17,8 +17,8 @@ std::string QuotedValue(const std::string& text) {
   return out + (text.size() > 64 ? "...'" : "'");
 }
 
-bool PlainDecimal(const std::string& t) {
-  size_t i = !t.empty() && t[0] == '-' ? 1 : 0;
+bool PlainDecimal(const std::string& t, bool allow_plus) {
+  size_t i = !t.empty() && (t[0] == '-' || (allow_plus && t[0] == '+')) ? 1 : 0;
   size_t digits = 0;
   while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
   if (i < t.size() && t[i] == '.') {

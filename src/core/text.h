@@ -21,8 +21,9 @@ std::string Printf(const char* fmt, Args... args) {
 // ("...'").
 std::string QuotedValue(const std::string& text);
 
-// Decimal number syntax of flag values: an optional '-', digits with an optional fraction and
-// exponent; no spaces, '+', hex, nan or inf (what from_chars accepts minus those spellings).
-bool PlainDecimal(const std::string& text);
+// Decimal number syntax of flag values and data files: an optional '-' (or '+' with
+// allow_plus), digits with an optional fraction and exponent; no spaces, hex, nan or inf (what
+// from_chars accepts minus those spellings).
+bool PlainDecimal(const std::string& text, bool allow_plus = false);
 
 }  // namespace tessera

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/text.h"
+
 namespace tessera {
 
 std::string Where(const std::string& source, int line, int column) {
@@ -186,22 +188,8 @@ Result<double> ParseCsvDecimal(const std::string& source, const CsvField& f,
                                const std::string& column, bool allow_plus) {
   const std::string& t = f.text;
   if (t.empty()) return CsvFieldError(source, f, column, "empty value, expected a number");
-  size_t i = (t[0] == '-' || (allow_plus && t[0] == '+')) ? 1 : 0;
-  size_t digits = 0;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
-  if (i < t.size() && t[i] == '.') {
-    ++i;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++digits;
-  }
-  bool ok = digits > 0;
-  if (ok && i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
-    ++i;
-    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
-    size_t exp_digits = 0;
-    while (i < t.size() && t[i] >= '0' && t[i] <= '9') ++i, ++exp_digits;
-    ok = exp_digits > 0;
-  }
-  if (!ok || i != t.size()) return CsvFieldError(source, f, column, "'" + t + "' is not a number");
+  if (!PlainDecimal(t, allow_plus))
+    return CsvFieldError(source, f, column, "'" + t + "' is not a number");
   double v = 0;
   const char* b = t.data() + (t[0] == '+' ? 1 : 0);
   auto [p, ec] = std::from_chars(b, t.data() + t.size(), v);
