@@ -15,6 +15,7 @@ void AddSimSharingCommand(CLI::App& sim, int& rc);  // cmd_sharing.cc: `tessera 
 void AddDemoCommand(CLI::App& app, int& rc);        // cmd_demo.cc: `tessera demo`
 void AddExtenderCommand(CLI::App& app, int& rc);    // cmd_extender.cc: `tessera extender`
 void AddPlanCommand(CLI::App& app, int& rc);        // cmd_plan.cc: `tessera plan ...`
+void AddAgentCommand(CLI::App& app, int& rc);       // cmd_agent.cc: `tessera agent`
 
 void AddSchedulerCommand(CLI::App& app, int& rc);  // cmd_scheduler.cc: `tessera scheduler`
 void AddSimFamilyCommand(CLI::App& sim, int& rc);  // cmd_family.cc: `tessera sim family`

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   tessera::AddExtenderCommand(app, rc);
   tessera::AddSchedulerCommand(app, rc);
   tessera::AddPlanCommand(app, rc);
+  tessera::AddAgentCommand(app, rc);
   tessera::AddAdviseCommand(app, rc);
 
   CLI11_PARSE(app, argc, argv);
