@@ -97,21 +97,39 @@ std::string SchedulerCore::Metrics(double now) const {
   out += "# HELP tessera_invalid_pods_total GPU pods rejected because their request is invalid.\n";
   out += "# TYPE tessera_invalid_pods_total counter\n";
   out += "tessera_invalid_pods_total " + std::to_string(stats_.invalid) + "\n";
-  int64_t capacity = 0, free_total = 0, free_partial = 0;
+  int64_t capacity = 0, held = 0, free_total = 0, free_partial = 0;
   for (NodeIdx n = 0; n < state_.num_nodes(); ++n) {
     if (!node_alive_[n]) continue;
     const NodeFree& f = state_.free(n);
     for (int g = 0; g < f.gpu_count; ++g) {
       capacity += 1000;
+      held += state_.gpu(n, g).HeldMilli();
       free_total += f.gpu[g];
       if (f.gpu[g] > 0 && f.gpu[g] < 1000) free_partial += f.gpu[g];
     }
   }
   auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
-  out += "# HELP tessera_gpu_allocated_ratio Allocated share of all GPU capacity.\n";
+  out +=
+      "# HELP tessera_gpu_allocated_ratio Allocated share of all GPU capacity (MIG: compute "
+      "slices of the instances in use).\n";
   out += "# TYPE tessera_gpu_allocated_ratio gauge\n";
-  out += "tessera_gpu_allocated_ratio " + std::to_string(ratio(capacity - free_total, capacity)) +
-         "\n";
+  out += "tessera_gpu_allocated_ratio " + std::to_string(ratio(held, capacity)) + "\n";
+  out += "# HELP tessera_mig_relayouts_total MIG re-layouts asked of nodes, by outcome.\n";
+  out += "# TYPE tessera_mig_relayouts_total counter\n";
+  out += "tessera_mig_relayouts_total{result=\"planned\"} " +
+         std::to_string(stats_.relayouts_planned) + "\n";
+  out += "tessera_mig_relayouts_total{result=\"applied\"} " +
+         std::to_string(stats_.relayouts_applied) + "\n";
+  out += "tessera_mig_relayouts_total{result=\"failed\"} " +
+         std::to_string(stats_.relayouts_failed) + "\n";
+  out += "# HELP tessera_mig_relayouts_in_flight MIG re-layouts waiting for the node's report.\n";
+  out += "# TYPE tessera_mig_relayouts_in_flight gauge\n";
+  out += "tessera_mig_relayouts_in_flight " + std::to_string(relayouts_.size()) + "\n";
+  out +=
+      "# HELP tessera_mig_layout_conflicts GPUs whose published MIG layout would destroy "
+      "instances in use, so the scheduler keeps the layout it has.\n";
+  out += "# TYPE tessera_mig_layout_conflicts gauge\n";
+  out += "tessera_mig_layout_conflicts " + std::to_string(layout_conflicts_.size()) + "\n";
   out +=
       "# HELP tessera_gpu_fragmentation_ratio Free GPU capacity on partly used GPUs over all free "
       "GPU capacity.\n";
@@ -176,7 +194,7 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n) {
     const GpuSlices& gpu = state_.gpu(n, e.index);
     if (gpu.mig_enabled() == (e.mig_enabled && geo) && gpu.Layout() == layout) continue;
     // Refused when it would destroy an instance the ledger has in use: the ledger keeps the
-    // layout its running slices need, and the report names the disagreement.
+    // layout its running slices need (counted in tessera_mig_layout_conflicts).
     auto diff = state_.SetMigLayout(n, e.index, e.mig_enabled && geo, layout);
     if (!diff.ok())
       layout_conflicts_[info.spec.name + "/" + std::to_string(e.index)] = diff.status().message();

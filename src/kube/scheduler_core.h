@@ -147,7 +147,8 @@ class SchedulerCore {
   // tessera_pending_pods{queue}, tessera_pending_oldest_seconds{queue},
   // tessera_invalid_pods_total, tessera_gpu_allocated_ratio, tessera_gpu_fragmentation_ratio
   // (free GPU capacity on partly used GPUs, which no whole-GPU pod can use, over all free GPU
-  // capacity).
+  // capacity), tessera_mig_relayouts_total{result}, tessera_mig_relayouts_in_flight,
+  // tessera_mig_layout_conflicts.
   std::string Metrics(double now) const;
   // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
   std::string WhyPending(const std::string& pod_key) const;

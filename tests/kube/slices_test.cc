@@ -245,6 +245,11 @@ TEST(SchedulerRelayoutTest, BindsOnlyAfterTheNodeReportsTheLayoutApplied) {
   EXPECT_EQ(a.count("whole"), 0u);  // GPU 0 is a MIG GPU now
   EXPECT_EQ(core->stats().relayouts_applied, 1);
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+  const std::string m = core->Metrics(3);
+  EXPECT_NE(m.find("tessera_mig_relayouts_total{result=\"applied\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("tessera_mig_relayouts_in_flight 0"), std::string::npos) << m;
+  // One 3g.40gb (3 of 7 compute slices, in milli-GPU) in use on the only GPU.
+  EXPECT_NE(m.find("tessera_gpu_allocated_ratio 0.428000"), std::string::npos) << m;
 }
 
 struct RevertCase {
