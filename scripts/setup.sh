@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build g++ clang clang-format libgtest-dev libgmock-dev
   libbenchmark-dev nlohmann-json3-dev libcli11-dev jq time libcpp-httplib-dev libssl-dev
-  libyaml-cpp-dev pkg-config buildah ca-certificates openssl python3 python3-yaml)
+  libyaml-cpp-dev pkg-config buildah ca-certificates openssl python3 python3-yaml
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
