@@ -7,12 +7,15 @@
 // Phases, each on a fresh server:
 //  1. plain GPU pods (nvidia.com/gpu: 1): pods bound per second, from the moment the scheduler
 //     has listed everything to the last binding;
-//  2. fractional pods (tessera.io/gpu-memory shares of one GPU): the same;
+//  2. slice pods on a mixed fleet (half the nodes A100s with four GPUs in seven 1g.10gb MIG
+//     instances, half H100s without MIG): a quarter ask nvidia.com/mig-1g.10gb, a quarter are
+//     strict-isolation memory shares (a MIG instance), half standard memory shares (MPS clients
+//     with a thread % and memory limit); the same rate, and how many got each mechanism;
 //  3. restart: restart_pods pods already bound (with assignment annotations) on the nodes; time
 //     from process start of a scheduler to the first binding of a newly pending pod.
 // Every phase checks that no pod was bound twice, no GPU is over-assigned and none was lost.
-// Prints a table; --json writes {"pods_per_s", "slice_pods_per_s", "restart_resume_s",
-// "double_bindings", "lost_pods", ...}.
+// Prints a table; --json writes {"pods_per_s", "slice_pods_per_s", "slice_mig_pods",
+// "slice_mps_pods", "restart_resume_s", "double_bindings", "lost_pods", ...}.
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -31,8 +34,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Json Pod(const std::string& name, Json limits, const std::string& node = "",
-         const std::string& assignment = "") {
+         const std::string& assignment = "", const std::string& isolation = "") {
   Json ann = Json::object();
+  if (!isolation.empty()) ann[kAnnotationIsolation] = isolation;
   if (!assignment.empty()) ann[kAnnotationAssignment] = assignment;
   Json spec = {
       {"schedulerName", "tessera"},
@@ -52,11 +56,15 @@ struct PhaseResult {
   double pods_per_s = 0;
   double seconds = 0;
   int64_t bound = 0, double_bindings = 0, lost = 0, over_assigned = 0;
+  std::map<std::string, int64_t> kinds;  // assignment kind -> pods
 };
 
-// Counts bindings, lost pods and GPU over-assignment from the server's final state.
+// Counts bindings, lost pods, assignment kinds and over-assignment from the server's final
+// state: a GPU given whole and shared, more than a whole GPU of shares, a MIG instance given
+// twice, or MPS memory limits above the GPU's memory.
 void Audit(testing::FakeApiServer& s, PhaseResult& r) {
-  std::map<std::string, int> milli;
+  std::map<std::string, int> milli, whole, instance;
+  std::map<std::string, int64_t> mps_mib;
   for (const auto& p : s.List("/api/v1/namespaces/bench/pods")) {
     const std::string name = p["metadata"]["name"];
     const std::string node = p["spec"].value("nodeName", "");
@@ -69,11 +77,31 @@ void Audit(testing::FakeApiServer& s, PhaseResult& r) {
     if (!ann.contains(kAnnotationAssignment)) continue;
     auto a = DecodeAssignment(ann[kAnnotationAssignment].get<std::string>());
     if (!a.ok()) continue;
-    for (int g : a->gpus)
-      milli[node + "/" + std::to_string(g)] +=
-          a->kind == AssignmentKind::kShare ? a->gpu_milli : 1000;
+    ++r.kinds[std::string(AssignmentKindName(a->kind))];
+    for (int g : a->gpus) {
+      const std::string gpu = node + "/" + std::to_string(g);
+      switch (a->kind) {
+        case AssignmentKind::kExclusive:
+          ++whole[gpu];
+          break;
+        case AssignmentKind::kShare:
+          milli[gpu] += a->gpu_milli;
+          break;
+        case AssignmentKind::kMig:
+          ++instance[gpu + "/" + a->mig_instance];
+          break;
+        case AssignmentKind::kMps:
+          mps_mib[gpu] += a->memory_limit_mib;
+          break;
+        default:
+          break;
+      }
+    }
   }
-  for (const auto& [gpu, m] : milli) r.over_assigned += m > 1000;
+  for (const auto& [gpu, m] : milli) r.over_assigned += m > 1000 || whole.count(gpu);
+  for (const auto& [gpu, n] : whole) r.over_assigned += n > 1;
+  for (const auto& [inst, n] : instance) r.over_assigned += n > 1;
+  for (const auto& [gpu, mib] : mps_mib) r.over_assigned += mib > 81920 || whole.count(gpu);
 }
 
 SchedulerRuntimeConfig Config(int bind_threads) {
@@ -91,12 +119,26 @@ Result<PhaseResult> Throughput(int nodes, int pods, bool slices, int bind_thread
   opt.threads = bind_threads + 16;
   testing::FakeApiServer server(opt);
   TESSERA_RETURN_IF_ERROR(server.Start());
-  for (int n = 0; n < nodes; ++n)
-    (void)server.Create("/api/v1/nodes", kubetest::GpuNodeJson("n" + std::to_string(n), 8));
+  const std::string seven = "1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 1g.10gb@4 1g.10gb@5 1g.10gb@6";
+  for (int n = 0; n < nodes; ++n) {
+    const std::string name = "n" + std::to_string(n);
+    (void)server.Create("/api/v1/nodes", slices && n % 2 == 0
+                                             ? kubetest::MigNodeJson(name, {seven, seven, seven,
+                                                                            seven, "", "", "", ""})
+                                             : kubetest::GpuNodeJson(name, 8));
+  }
   for (int i = 0; i < pods; ++i) {
-    Json limits = slices ? Json{{"tessera.io/gpu-memory", std::to_string(4 + (i % 4) * 4) + "Gi"}}
-                         : Json{{"nvidia.com/gpu", "1"}};
-    (void)server.Create("/api/v1/namespaces/bench/pods", Pod("p" + std::to_string(i), limits));
+    const std::string name = "p" + std::to_string(i);
+    Json pod;
+    if (!slices)
+      pod = Pod(name, {{"nvidia.com/gpu", "1"}});
+    else if (i % 4 == 0)
+      pod = Pod(name, {{"nvidia.com/mig-1g.10gb", "1"}});
+    else if (i % 4 == 1)
+      pod = Pod(name, {{"tessera.io/gpu-memory", "8Gi"}}, "", "", "strict");
+    else
+      pod = Pod(name, {{"tessera.io/gpu-memory", std::to_string(4 + (i % 8) * 2) + "Gi"}});
+    (void)server.Create("/api/v1/namespaces/bench/pods", pod);
   }
   auto client = Client::Create(server.client_config());
   if (!client.ok()) return client.status();
@@ -202,9 +244,12 @@ int main(int argc, char** argv) {
   std::printf("%-28s %10.0f %10.2f %8lld %8lld\n", "plain GPU pods", plain->pods_per_s,
               plain->seconds, static_cast<long long>(plain->double_bindings + plain->over_assigned),
               static_cast<long long>(plain->lost));
-  std::printf("%-28s %10.0f %10.2f %8lld %8lld\n", "fractional GPU pods", slice->pods_per_s,
+  std::printf("%-28s %10.0f %10.2f %8lld %8lld\n", "slice pods (MIG, MPS)", slice->pods_per_s,
               slice->seconds, static_cast<long long>(slice->double_bindings + slice->over_assigned),
               static_cast<long long>(slice->lost));
+  std::string kinds;
+  for (const auto& [k, n] : slice->kinds) kinds += " " + k + " " + std::to_string(n);
+  std::printf("%-28s%s\n", "  slice assignments:", kinds.c_str());
   std::printf("%-28s %10s %10.2f %8lld %8s\n", "restart: resume scheduling", "-", resume,
               static_cast<long long>(restart->double_bindings + restart->over_assigned), "-");
   if (!json.empty()) {
@@ -214,6 +259,9 @@ int main(int argc, char** argv) {
                 {"bind_threads", threads},
                 {"pods_per_s", plain->pods_per_s},
                 {"slice_pods_per_s", slice->pods_per_s},
+                {"slice_kinds", slice->kinds},
+                {"slice_mig_pods", slice->kinds.count("mig") ? slice->kinds.at("mig") : 0},
+                {"slice_mps_pods", slice->kinds.count("mps") ? slice->kinds.at("mps") : 0},
                 {"restart_resume_s", resume},
                 {"double_bindings", doubles},
                 {"lost_pods", lost}};

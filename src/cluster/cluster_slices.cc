@@ -9,55 +9,56 @@ namespace tessera {
 Status ClusterState::CheckFit(const SliceDemand& d, const SliceAssignment& a) const {
   if (a.node >= specs_.size()) return NotFound("no node index " + std::to_string(a.node));
   const auto& gpus = gpus_[a.node];
-  const std::string where = "node '" + specs_[a.node].name + "'";
+  // Names are built only for the error: the selector calls this for every candidate.
+  auto where = [&] { return "node '" + specs_[a.node].name + "'"; };
   if (d.cpu.v < 0 || d.host_memory.v < 0 || a.thread_pct < 0 || a.memory_mib < 0)
     return InvalidArgument("negative request");
-  if (d.cpu.v > free_[a.node].cpu) return ResourceExhausted(where + ": insufficient CPU");
+  if (d.cpu.v > free_[a.node].cpu) return ResourceExhausted(where() + ": insufficient CPU");
   if (d.host_memory.v > free_[a.node].memory)
-    return ResourceExhausted(where + ": insufficient host memory");
+    return ResourceExhausted(where() + ": insufficient host memory");
   if (a.gpus == 0) return InvalidArgument("an assignment names no GPU");
-  if (a.gpus >> gpus.size()) return InvalidArgument(where + ": assignment names a GPU it lacks");
+  if (a.gpus >> gpus.size()) return InvalidArgument(where() + ": assignment names a GPU it lacks");
   if (d.models != 0 && !((d.models >> gpus[0].model) & 1))
-    return FailedPrecondition(where + ": GPU model not allowed");
+    return FailedPrecondition(where() + ": GPU model not allowed");
   const int n = std::popcount(a.gpus);
   if (a.kind != SliceKind::kExclusive && n != 1)
     return InvalidArgument(std::string(SliceKindName(a.kind)) + " slice must name exactly one GPU");
   const int g = std::countr_zero(a.gpus);
   const GpuSlices& gpu = gpus[g];
-  const std::string gname = where + " GPU " + std::to_string(g);
+  auto gname = [&] { return where() + " GPU " + std::to_string(g); };
   switch (a.kind) {
     case SliceKind::kExclusive:
       for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
         if (!((a.gpus >> i) & 1)) continue;
         if (gpus[i].mode == GpuMode::kMig)
-          return FailedPrecondition(where + " GPU " + std::to_string(i) + " is in MIG mode");
+          return FailedPrecondition(where() + " GPU " + std::to_string(i) + " is in MIG mode");
         if (!gpus[i].Idle())
-          return ResourceExhausted(where + " GPU " + std::to_string(i) + " is in use (" +
+          return ResourceExhausted(where() + " GPU " + std::to_string(i) + " is in use (" +
                                    GpuModeName(gpus[i].mode) + ")");
       }
       return Status::Ok();
     case SliceKind::kShare:
       if (gpu.mode != GpuMode::kIdle && gpu.mode != GpuMode::kShare)
-        return FailedPrecondition(gname + " is " + GpuModeName(gpu.mode) + ", not shared");
+        return FailedPrecondition(gname() + " is " + GpuModeName(gpu.mode) + ", not shared");
       if (a.gpu_milli < 1 || a.gpu_milli > 999)
         return InvalidArgument("a GPU share must be 1..999 milli-GPU");
       if (gpu.milli_used + a.gpu_milli > 1000)
-        return ResourceExhausted(gname + ": " + std::to_string(1000 - gpu.milli_used) +
+        return ResourceExhausted(gname() + ": " + std::to_string(1000 - gpu.milli_used) +
                                  " milli-GPU free, " + std::to_string(a.gpu_milli) + " asked");
       return Status::Ok();
     case SliceKind::kMps: {
       if (gpu.mode != GpuMode::kIdle && gpu.mode != GpuMode::kMps)
-        return FailedPrecondition(gname + " is " + GpuModeName(gpu.mode) + ", not MPS");
+        return FailedPrecondition(gname() + " is " + GpuModeName(gpu.mode) + ", not MPS");
       if (a.thread_pct < 1 || a.thread_pct > 100)
         return InvalidArgument("MPS active-thread % must be 1..100");
       if (gpu.clients + 1 > limits_.mps_max_clients)
-        return ResourceExhausted(gname + ": MPS client limit " +
+        return ResourceExhausted(gname() + ": MPS client limit " +
                                  std::to_string(limits_.mps_max_clients) + " reached");
       if (gpu.thread_pct_used + a.thread_pct > 100)
-        return ResourceExhausted(gname + ": " + std::to_string(100 - gpu.thread_pct_used) +
+        return ResourceExhausted(gname() + ": " + std::to_string(100 - gpu.thread_pct_used) +
                                  "% of threads free, " + std::to_string(a.thread_pct) + "% asked");
       if (gpu.memory_used + a.memory_mib > gpu.memory_mib)
-        return ResourceExhausted(gname + ": " + std::to_string(gpu.memory_mib - gpu.memory_used) +
+        return ResourceExhausted(gname() + ": " + std::to_string(gpu.memory_mib - gpu.memory_used) +
                                  " MiB free for MPS limits, " + std::to_string(a.memory_mib) +
                                  " MiB asked");
       if (a.memory_mib <= 0) return InvalidArgument("an MPS client needs a pinned memory limit");
@@ -65,39 +66,40 @@ Status ClusterState::CheckFit(const SliceDemand& d, const SliceAssignment& a) co
     }
     case SliceKind::kTimeSlice:
       if (gpu.mode != GpuMode::kIdle && gpu.mode != GpuMode::kTimeSlice)
-        return FailedPrecondition(gname + " is " + GpuModeName(gpu.mode) + ", not time-sliced");
+        return FailedPrecondition(gname() + " is " + GpuModeName(gpu.mode) + ", not time-sliced");
       if (gpu.clients + 1 > limits_.timeslice_max_replicas)
-        return ResourceExhausted(gname + ": all " + std::to_string(limits_.timeslice_max_replicas) +
+        return ResourceExhausted(gname() + ": all " +
+                                 std::to_string(limits_.timeslice_max_replicas) +
                                  " time-slice replicas taken");
       if (gpu.memory_used + a.memory_mib > gpu.memory_mib)
-        return ResourceExhausted(gname + ": declared memory would exceed the GPU's");
+        return ResourceExhausted(gname() + ": declared memory would exceed the GPU's");
       return Status::Ok();
     case SliceKind::kMig:
     case SliceKind::kMigMps: {
-      if (gpu.mode != GpuMode::kMig) return FailedPrecondition(gname + " is not in MIG mode");
+      if (gpu.mode != GpuMode::kMig) return FailedPrecondition(gname() + " is not in MIG mode");
       const MigSlot* slot = gpu.Instance(a.mig_start);
       if (!slot)
-        return NotFound(gname + ": no MIG instance at start " + std::to_string(a.mig_start));
+        return NotFound(gname() + ": no MIG instance at start " + std::to_string(a.mig_start));
       const MigGeometry* geo = MigGeometryFor(gpu.model);
       const MigProfile& prof = geo->profiles[slot->instance.profile];
-      const std::string iname = gname + " " + prof.name + "@" + std::to_string(a.mig_start);
+      auto iname = [&] { return gname() + " " + prof.name + "@" + std::to_string(a.mig_start); };
       if (a.kind == SliceKind::kMig) {
-        if (slot->use != MigSlot::Use::kFree) return ResourceExhausted(iname + " is in use");
+        if (slot->use != MigSlot::Use::kFree) return ResourceExhausted(iname() + " is in use");
         return Status::Ok();
       }
-      if (slot->use == MigSlot::Use::kWhole) return ResourceExhausted(iname + " is held whole");
+      if (slot->use == MigSlot::Use::kWhole) return ResourceExhausted(iname() + " is held whole");
       const int limit =
           MpsClientLimit(limits_.mps_max_clients, prof.compute_slices, geo->compute_slices);
       if (slot->clients + 1 > limit)
-        return ResourceExhausted(iname + ": MPS client limit " + std::to_string(limit) +
+        return ResourceExhausted(iname() + ": MPS client limit " + std::to_string(limit) +
                                  " reached");
       if (a.thread_pct < 1 || a.thread_pct > 100)
         return InvalidArgument("MPS active-thread % must be 1..100");
       if (slot->thread_pct_used + a.thread_pct > 100)
-        return ResourceExhausted(iname + ": not enough threads free");
+        return ResourceExhausted(iname() + ": not enough threads free");
       if (a.memory_mib <= 0) return InvalidArgument("an MPS client needs a pinned memory limit");
       if (slot->memory_used + a.memory_mib > slot->memory_mib)
-        return ResourceExhausted(iname + ": MPS memory limits would exceed the instance's");
+        return ResourceExhausted(iname() + ": MPS memory limits would exceed the instance's");
       return Status::Ok();
     }
   }

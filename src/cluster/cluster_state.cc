@@ -25,8 +25,40 @@ Status ValidateNodeSpec(const NodeSpec& spec) {
   return Status::Ok();
 }
 
+uint64_t ClusterState::ComputeGpuStateKey(NodeIdx n) const {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  auto mix = [&h](uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+  };
+  mix(specs_[n].model);
+  mix(gpus_[n].size());
+  for (const GpuSlices& g : gpus_[n]) {
+    mix(static_cast<uint64_t>(g.mode));
+    mix(static_cast<uint64_t>(g.memory_mib));
+    mix(static_cast<uint64_t>(g.clients));
+    mix(static_cast<uint64_t>(g.thread_pct_used));
+    mix(static_cast<uint64_t>(g.memory_used));
+    mix(static_cast<uint64_t>(g.milli_used));
+    mix(g.instances.size());
+    for (const MigSlot& m : g.instances) {
+      mix(static_cast<uint64_t>(m.instance.profile));
+      mix(static_cast<uint64_t>(m.instance.start));
+      mix(static_cast<uint64_t>(m.memory_mib));
+      mix(static_cast<uint64_t>(m.use));
+      mix(static_cast<uint64_t>(m.clients));
+      mix(static_cast<uint64_t>(m.thread_pct_used));
+      mix(static_cast<uint64_t>(m.memory_used));
+    }
+  }
+  return h;
+}
+
 void ClusterState::Touch(NodeIdx n) {
   free_[n].stamp = g_next_stamp.fetch_add(1, std::memory_order_relaxed) + 1;
+  gpu_state_key_[n] = ComputeGpuStateKey(n);
 }
 
 Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
@@ -53,6 +85,7 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   specs_.push_back(std::move(spec));
   free_.push_back(f);
   gpus_.push_back(std::move(gpus));
+  gpu_state_key_.push_back(0);
   Touch(idx);
   return idx;
 }
@@ -293,6 +326,8 @@ Status ClusterState::CheckInvariants() const {
     const std::string where = "node '" + specs_[n].name + "'";
     if (a.cpu != b.cpu) return Internal(where + ": free CPU disagrees with the ledger");
     if (a.memory != b.memory) return Internal(where + ": free memory disagrees with the ledger");
+    if (gpu_state_key_[n] != ComputeGpuStateKey(n))
+      return Internal(where + ": GPU state key is stale");
     if (a.cpu < 0 || a.cpu > specs_[n].cpu.v) return Internal(where + ": CPU over-allocated");
     if (a.memory < 0 || a.memory > specs_[n].memory.v)
       return Internal(where + ": memory over-allocated");

@@ -25,6 +25,9 @@
 //    needs the GPU idle.
 //  * Each mutation gives the touched node a new stamp, unique across all ClusterState objects
 //    of the process (copies included), so callers can cache per-node derived values by stamp.
+//  * gpu_state_key(n) is a 64-bit hash of the node's GPU slice state (model, modes, layouts,
+//    clients, limits held). Nodes whose GPU state is equal have equal keys; unequal states
+//    collide only by hash accident. Searches use it to evaluate identical nodes once.
 // Not thread-safe; callers serialise access (the engine reads it between mutations).
 #pragma once
 
@@ -87,6 +90,7 @@ class ClusterState {
   const GpuSlices& gpu(NodeIdx n, int g) const { return gpus_[n][g]; }
   int64_t free_cpu(NodeIdx n) const { return free_[n].cpu; }
   int64_t free_host_memory(NodeIdx n) const { return free_[n].memory; }
+  uint64_t gpu_state_key(NodeIdx n) const { return gpu_state_key_[n]; }
   const SliceLimits& limits() const { return limits_; }
 
   // ---- Whole GPUs and milli-GPU shares (the placement engine's demands) ----
@@ -139,6 +143,7 @@ class ClusterState {
     SliceAssignment slice;
   };
   void Touch(NodeIdx n);
+  uint64_t ComputeGpuStateKey(NodeIdx n) const;
   void Apply(const Entry& e, int sign);
   // Re-derives NodeFree::gpu[g] and the allocated total after GPU g of node n changed.
   void Sync(NodeIdx n, int g, int held_before);
@@ -150,6 +155,7 @@ class ClusterState {
   std::vector<NodeSpec> specs_;
   std::vector<NodeFree> free_;
   std::vector<std::vector<GpuSlices>> gpus_;
+  std::vector<uint64_t> gpu_state_key_;
   std::unordered_map<std::string, NodeIdx> by_name_;
   std::unordered_map<WorkloadId, Entry> ledger_;
   int64_t gpu_capacity_milli_ = 0;

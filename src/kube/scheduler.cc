@@ -83,11 +83,12 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   }
   SchedulerRuntimeConfig c;
   if (!root || root.IsNull()) return c;
-  TESSERA_RETURN_IF_ERROR(CheckKeys(
-      root, "",
-      {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
-       "cycleIntervalSeconds", "podConditions", "podEvents", "admission", "gangSettleSeconds",
-       "podNoticeIntervalSeconds", "migRelayout", "migRelayoutTimeoutSeconds", "queues", "seed"}));
+  TESSERA_RETURN_IF_ERROR(
+      CheckKeys(root, "",
+                {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
+                 "cycleIntervalSeconds", "podConditions", "podEvents", "admission",
+                 "gangSettleSeconds", "podNoticeIntervalSeconds", "selectShareMechanism",
+                 "migRelayout", "migRelayoutTimeoutSeconds", "queues", "seed"}));
   TESSERA_RETURN_IF_ERROR(Get(root, "schedulerName", "", c.core.scheduler_name));
   TESSERA_RETURN_IF_ERROR(Get(root, "policy", "", c.core.policy));
   TESSERA_RETURN_IF_ERROR(Get(root, "metricsAddress", "", c.metrics_addr));
@@ -96,6 +97,7 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   TESSERA_RETURN_IF_ERROR(Get(root, "podEvents", "", c.pod_events));
   TESSERA_RETURN_IF_ERROR(Get(root, "gangSettleSeconds", "", c.core.gang_settle_s));
   TESSERA_RETURN_IF_ERROR(Get(root, "podNoticeIntervalSeconds", "", c.core.notice_interval_s));
+  TESSERA_RETURN_IF_ERROR(Get(root, "selectShareMechanism", "", c.core.select_share_mechanism));
   TESSERA_RETURN_IF_ERROR(Get(root, "migRelayout", "", c.core.mig_relayout));
   TESSERA_RETURN_IF_ERROR(
       Get(root, "migRelayoutTimeoutSeconds", "", c.core.mig_relayout_timeout_s));

@@ -103,9 +103,13 @@ std::string SchedulerCore::Metrics(double now) const {
     const NodeFree& f = state_.free(n);
     for (int g = 0; g < f.gpu_count; ++g) {
       capacity += 1000;
-      held += state_.gpu(n, g).HeldMilli();
-      free_total += f.gpu[g];
-      if (f.gpu[g] > 0 && f.gpu[g] < 1000) free_partial += f.gpu[g];
+      // Free capacity per GPU from its slice state, whatever its mode (an MPS GPU's free threads,
+      // a MIG GPU's free compute slices), not only what whole-GPU demands could take.
+      const int gpu_held = state_.gpu(n, g).HeldMilli();
+      const int gpu_free = std::max(0, 1000 - gpu_held);
+      held += gpu_held;
+      free_total += gpu_free;
+      if (gpu_free > 0 && gpu_free < 1000) free_partial += gpu_free;
     }
   }
   auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / b : 0.0; };
@@ -274,7 +278,8 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     named = SliceFor(*p.req.assignment, node_info_[n], n);
   const bool slice_kind =
       named && named->kind != SliceKind::kExclusive && named->kind != SliceKind::kShare;
-  if (state_.gpu_count(n) > 0 && (WantsSlice(p.req) || slice_kind)) {
+  if (state_.gpu_count(n) > 0 &&
+      (WantsSlice(p.req, config_.select_share_mechanism) || slice_kind)) {
     SliceDemand sd = SliceDemandOn(p.req, model);
     sd.models = 0;
     SliceAssignment s;
@@ -511,7 +516,7 @@ void SchedulerCore::SubmitPending(double now) {
     spec.priority = first.req.priority;
     spec.arrival = now;
     spec.pod = first.req.demand;
-    if (WantsSlice(first.req)) {
+    if (WantsSlice(first.req, config_.select_share_mechanism)) {
       spec.slice = first.req.slices;
       for (size_t i = 0; i < keys.size(); ++i) planner_.Observe(first.req.slices);
     }

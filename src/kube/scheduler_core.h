@@ -49,6 +49,12 @@ struct SchedulerConfig {
   // but when only its parenthesised detail changed, at most this often, so reasons whose
   // supporting figures move every cycle do not flood the API server.
   double notice_interval_s = 30;
+  // Shares (tessera.io/gpu-memory, gpu-compute, HAMi resources) go through the sharing-mode
+  // selector: MPS with a thread % and memory limit, time-slicing, or a MIG instance, chosen by
+  // isolation class and size (docs/SHARING.md), and the assignment names it. Off: standard and
+  // best-effort shares are milli-GPU shares (`share`) whose mechanism the node chooses, for nodes
+  // served by another sharing device plugin; strict shares and MIG requests are slices either way.
+  bool select_share_mechanism = true;
   // MIG re-layouts (two phases): when a slice pod fits no current layout, the scheduler may ask
   // a node to re-lay out one GPU, destroying only free instances (LayoutAction); the pod is
   // bound only after the node reports the layout applied. A GPU whose apply failed or did not

@@ -38,7 +38,7 @@ void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
     if (relayout_wait_.count(id) || job->pods.empty()) continue;
     if (admission_->state(id) != JobState::kPending) continue;
     auto pt = pods_.find(job->pods.front());
-    if (pt == pods_.end() || !WantsSlice(pt->second->req)) continue;
+    if (pt == pods_.end() || !WantsSlice(pt->second->req, config_.select_share_mechanism)) continue;
     const PodRequest& req = pt->second->req;
     const auto mask = MaskFor(req);
     auto plan = planner_.PlanFor(state_, req.slices, mask.get(), &frozen);

@@ -1106,8 +1106,9 @@ SliceDemand SliceDemandOn(const PodRequest& p, GpuModelId model) {
   return s;
 }
 
-bool WantsSlice(const PodRequest& p) {
-  return !p.gpu.mig_profile.empty() || (p.isolation == Isolation::kStrict && p.gpu.is_share());
+bool WantsSlice(const PodRequest& p, bool select_shares) {
+  return !p.gpu.mig_profile.empty() ||
+         (p.gpu.is_share() && (select_shares || p.isolation == Isolation::kStrict));
 }
 
 Assignment AssignmentFor(const NodeInfo& node, const SliceAssignment& s,

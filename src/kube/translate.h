@@ -224,10 +224,12 @@ Demand DemandOn(const PodRequest& p, GpuModelId model);
 // The slice demand of `p` on a GPU of `model` (memory percentage resolved).
 SliceDemand SliceDemandOn(const PodRequest& p, GpuModelId model);
 
-// Whether the pod is placed as a GPU slice whose mechanism the selector chooses (an explicit
-// nvidia.com/mig-* request, or a strict-isolation share sized by memory/compute) rather than
-// as whole GPUs or a milli-GPU share.
-bool WantsSlice(const PodRequest& p);
+// Whether the pod is placed as a GPU slice whose mechanism the selector chooses rather than as
+// whole GPUs or a milli-GPU share: an explicit nvidia.com/mig-* request, a strict-isolation share,
+// and, with `select_shares`, every share sized by memory/compute (MPS, time-slice or MIG by its
+// isolation class). Without it, standard and best-effort shares stay milli-GPU shares whose
+// mechanism the node chooses.
+bool WantsSlice(const PodRequest& p, bool select_shares);
 
 // ---- Nodes ----
 

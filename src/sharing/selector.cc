@@ -4,7 +4,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <unordered_set>
 
 namespace tessera {
 namespace {
@@ -150,8 +152,20 @@ std::string Describe(const SliceChoice& c, const GpuSlices& gpu) {
 }  // namespace
 
 std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, const SliceDemand& d,
-                                                const std::vector<uint8_t>* allowed) const {
+                                                const std::vector<uint8_t>* allowed, bool best_only,
+                                                size_t* nodes) const {
   std::vector<SliceChoice> out;
+  size_t eligible = 0;
+  std::unordered_set<uint64_t> states_seen;
+  // SizeSlice per (model, kind), computed on first use: it is the same for every node.
+  constexpr int kKinds = 5;
+  std::vector<std::optional<Result<SizedSlice>>> sizes;
+  // The sort order below: cost, then node, then GPUs, then the order found.
+  auto before = [](const SliceChoice& a, const SliceChoice& b) {
+    if (a.cost != b.cost) return a.cost < b.cost;
+    if (a.assignment.node != b.assignment.node) return a.assignment.node < b.assignment.node;
+    return a.assignment.gpus < b.assignment.gpus;
+  };
   const SliceKind kinds[] = {SliceKind::kMig, SliceKind::kMigMps, SliceKind::kMps,
                              SliceKind::kTimeSlice, SliceKind::kExclusive};
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
@@ -160,23 +174,42 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
     if (d.cpu.v > cluster.free_cpu(n) || d.host_memory.v > cluster.free_host_memory(n)) continue;
     const GpuModelId model = cluster.spec(n).model;
     if (d.models != 0 && !((d.models >> model) & 1)) continue;
+    ++eligible;
+    if (best_only && !states_seen.insert(cluster.gpu_state_key(n)).second) continue;
     const int64_t card = GpuCatalog::Builtin().Get(model).memory_mib;
     const MigGeometry* geo = MigGeometryFor(model);
-    for (SliceKind kind : kinds) {
+    for (int k = 0; k < kKinds; ++k) {
+      const SliceKind kind = kinds[k];
       if ((kind == SliceKind::kMig && !config_.allow_mig) ||
           (kind == SliceKind::kMps && !config_.allow_mps) ||
           (kind == SliceKind::kMigMps && (!config_.allow_mig_mps || !config_.allow_mig)) ||
           (kind == SliceKind::kTimeSlice && !config_.allow_timeslice))
         continue;
-      auto sized = SizeSlice(d, model, kind);
+      const size_t slot = static_cast<size_t>(model) * kKinds + k;
+      if (slot >= sizes.size()) sizes.resize(slot + 1);
+      if (!sizes[slot]) sizes[slot] = SizeSlice(d, model, kind);
+      const Result<SizedSlice>& sized = *sizes[slot];
       if (!sized.ok()) continue;
       auto push = [&](SliceAssignment a, double cost) {
+        if (best_only && !out.empty()) {
+          const SliceChoice& b = out.front();
+          // Nodes come in index order: a later candidate wins only by a strictly lower cost.
+          if (cost > b.cost) return;
+          if (cost == b.cost && (a.node > b.assignment.node ||
+                                 (a.node == b.assignment.node && a.gpus >= b.assignment.gpus)))
+            return;
+        }
         if (!cluster.CheckFit(d, a).ok()) return;
         SliceChoice c;
         c.placed = true;
         c.assignment = a;
         c.cost = cost;
-        out.push_back(std::move(c));
+        if (!best_only)
+          out.push_back(std::move(c));
+        else if (out.empty())
+          out.push_back(std::move(c));
+        else if (before(c, out.front()))
+          out.front() = std::move(c);
       };
       const int gcount = cluster.gpu_count(n);
       int idle_gpus = 0;
@@ -250,11 +283,8 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
       }
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const SliceChoice& a, const SliceChoice& b) {
-    if (a.cost != b.cost) return a.cost < b.cost;
-    if (a.assignment.node != b.assignment.node) return a.assignment.node < b.assignment.node;
-    return a.assignment.gpus < b.assignment.gpus;
-  });
+  std::stable_sort(out.begin(), out.end(), before);
+  if (nodes) *nodes = eligible;
   return out;
 }
 
@@ -289,11 +319,13 @@ void SliceSelector::Explain(const ClusterState& cluster, const SliceDemand& d,
 
 SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand& d,
                                   const std::vector<uint8_t>* allowed) const {
-  auto all = Collect(cluster, d, allowed);
+  size_t nodes = 0;
+  auto all = Collect(cluster, d, allowed, /*best_only=*/true, &nodes);
   if (!all.empty()) {
     SliceChoice best = std::move(all.front());
     Explain(cluster, d, best);
-    best.explanation += " (cheapest of " + std::to_string(all.size()) + " candidates)";
+    best.explanation +=
+        " (cheapest over " + std::to_string(nodes) + (nodes == 1 ? " node)" : " nodes)");
     return best;
   }
   // Nothing fits: say why, from the most specific obstacle found.

@@ -62,9 +62,14 @@ class SliceSelector {
                                       const std::vector<uint8_t>* allowed = nullptr) const;
 
  private:
-  // The candidates, best first, without mechanism and explanation.
+  // The candidates, best first, without mechanism and explanation. With `best_only`, only the
+  // first of that order (the same one): candidates that cannot beat the best so far are not
+  // checked, and a node whose GPU state equals an earlier eligible node's is skipped (its
+  // candidates cost the same and lose the tie on node order). `*nodes` gets the number of
+  // eligible nodes (GPUs, host room, allowed model).
   std::vector<SliceChoice> Collect(const ClusterState& cluster, const SliceDemand& d,
-                                   const std::vector<uint8_t>* allowed) const;
+                                   const std::vector<uint8_t>* allowed, bool best_only = false,
+                                   size_t* nodes = nullptr) const;
   void Explain(const ClusterState& cluster, const SliceDemand& d, SliceChoice& c) const;
   SelectorConfig config_;
 };

@@ -161,18 +161,42 @@ def validate_assignment(pod: dict, node: dict | None) -> tuple[dict | None, str]
     share = GPU_MEMORY in limits or GPU_COMPUTE in limits
     allowed = {"node", "kind", "gpus", "uuids"}
     if share:
-        if kind != "share" or len(gpus) != 1:
+        # docs/OPERATIONS.md: the selector names the mechanism (mps, timeslice, mig, mig-mps);
+        # with selectShareMechanism off, standard shares are milli-GPU `share`s.
+        if len(gpus) != 1:
             return a, f"{name}: a share pod got kind {kind} on gpus {gpus}"
-        milli = a.get("gpu_milli")
-        need = 1
-        if GPU_COMPUTE in limits:
-            need = max(need, int(limits[GPU_COMPUTE]) * 10)
-        if GPU_MEMORY in limits:
-            need = max(need, math.ceil(memory_mib(limits[GPU_MEMORY]) * 1000
-                                       / MAX_MODEL_MEMORY_MIB))
-        if not isinstance(milli, int) or not need <= milli <= 1000:
-            return a, f"{name}: gpu_milli {milli!r}, the request needs at least {need}"
-        allowed.add("gpu_milli")
+        need_pct = int(limits[GPU_COMPUTE]) if GPU_COMPUTE in limits else 0
+        need_mib = memory_mib(limits[GPU_MEMORY]) if GPU_MEMORY in limits else 0
+        if kind == "share":
+            milli = a.get("gpu_milli")
+            need = max(1, need_pct * 10,
+                       math.ceil(need_mib * 1000 / MAX_MODEL_MEMORY_MIB) if need_mib else 0)
+            if not isinstance(milli, int) or not need <= milli <= 1000:
+                return a, f"{name}: gpu_milli {milli!r}, the request needs at least {need}"
+            allowed.add("gpu_milli")
+        elif kind in ("mps", "mig-mps"):
+            pct, lim = a.get("mps_thread_pct"), a.get("memory_limit_mib")
+            if not isinstance(pct, int) or not max(1, need_pct) <= pct <= 100:
+                return a, f"{name}: mps_thread_pct {pct!r}, the request needs {need_pct}%"
+            if not isinstance(lim, int) or lim < need_mib or lim <= 0:
+                return a, f"{name}: memory_limit_mib {lim!r}, the request needs {need_mib} MiB"
+            allowed |= {"mps_thread_pct", "memory_limit_mib"}
+            if kind == "mig-mps":
+                allowed.add("mig_instance")
+        elif kind == "timeslice":
+            lim = a.get("memory_limit_mib")
+            if not isinstance(lim, int) or lim < need_mib:
+                return a, f"{name}: memory_limit_mib {lim!r}, the request needs {need_mib} MiB"
+            allowed.add("memory_limit_mib")
+        elif kind == "mig":
+            allowed.add("mig_instance")
+        else:
+            return a, f"{name}: a share pod got kind {kind} on gpus {gpus}"
+        if kind in ("mig", "mig-mps"):
+            inst = a.get("mig_instance", "")
+            layout = str(inv[gpus[0]].get("mig_layout", "")).split()
+            if inst not in layout:
+                return a, f"{name}: MIG instance {inst!r} is not in the GPU's layout {layout}"
     else:
         if kind != "exclusive" or len(gpus) != whole:
             return a, f"{name}: asked for {whole} GPUs, got kind {kind} on gpus {gpus}"
@@ -183,22 +207,37 @@ def validate_assignment(pod: dict, node: dict | None) -> tuple[dict | None, str]
 
 
 def gpu_usage(pods: list[dict], nodes: dict[str, dict]) -> tuple[dict, list[str]]:
-    """Per (node, gpu index): thousandths in use, from the pods' assignments. Returns
-    (usage, problems) where problems lists over-committed GPUs."""
+    """Per (node, gpu index): thousandths in use, from the pods' assignments (an MPS client
+    counts its thread %, a time-slice replica or MIG instance a share of the GPU). Returns
+    (usage, problems) where problems lists over-committed GPUs: a whole GPU also given to another
+    pod, more than 1000 milli-GPU of shares, MPS threads above 100% or pinned memory above the
+    GPU's, or one MIG instance given twice."""
     exclusive: dict[tuple[str, int], list[str]] = defaultdict(list)
     shares: dict[tuple[str, int], list[tuple[str, int]]] = defaultdict(list)
+    mps_mib: dict[tuple[str, int], int] = defaultdict(int)
+    instances: dict[tuple[str, int, str], list[str]] = defaultdict(list)
     for p in pods:
         if not p.get("spec", {}).get("nodeName"):
             continue
         a = k8slib.assignment(p) if p["metadata"].get("annotations") else None
         if not isinstance(a, dict):
             continue
+        name = p["metadata"]["name"]
+        kind = a.get("kind")
         for g in a.get("gpus", []):
             key = (p["spec"]["nodeName"], g)
-            if a.get("kind") == "share":
-                shares[key].append((p["metadata"]["name"], int(a.get("gpu_milli", 0))))
+            if kind == "share":
+                shares[key].append((name, int(a.get("gpu_milli", 0))))
+            elif kind == "mps":
+                shares[key].append((name, 10 * int(a.get("mps_thread_pct", 0))))
+                mps_mib[key] += int(a.get("memory_limit_mib", 0))
+            elif kind in ("mig", "mig-mps"):
+                instances[(key[0], g, a.get("mig_instance", ""))].append(name)
+                shares[key].append((name, 0))
+            elif kind == "timeslice":
+                shares[key].append((name, 0))
             else:
-                exclusive[key].append(p["metadata"]["name"])
+                exclusive[key].append(name)
     usage: dict[tuple[str, int], int] = {}
     problems = []
     for key in set(exclusive) | set(shares):
@@ -208,6 +247,14 @@ def gpu_usage(pods: list[dict], nodes: dict[str, dict]) -> tuple[dict, list[str]
         usage[key] = total
         if len(ex) > 1 or (ex and sh) or total > 1000:
             problems.append(f"{key[0]} gpu {key[1]}: exclusive {ex}, shares {sh}")
+    for key, mib in mps_mib.items():
+        inv = {g["index"]: g for g in inventory(nodes[key[0]])} if key[0] in nodes else {}
+        cap = int(inv.get(key[1], {}).get("memory_mib", 0))
+        if cap and mib > cap:
+            problems.append(f"{key[0]} gpu {key[1]}: MPS memory limits {mib} MiB > {cap} MiB")
+    for (node, g, inst), holders in instances.items():
+        if len(holders) > 1:
+            problems.append(f"{node} gpu {g}: MIG instance {inst} given to {holders}")
     return usage, problems
 
 

@@ -149,8 +149,12 @@ def build_pods(rng: random.Random) -> tuple[list[list[dict]], dict[str, dict]]:
 
 def pod_charge_milli(pod: dict, assignment: dict, model: str) -> int:
     """GPU-equivalent thousandths the pod's assignment costs its queue."""
-    if assignment.get("kind") == "share":
+    kind = assignment.get("kind")
+    if kind == "share":
         milli = int(assignment.get("gpu_milli", 0))
+    elif kind != "exclusive":
+        # MPS, time-slice and MIG slices of a share are charged by the pod's request.
+        return request_milli(pod, model)
     else:
         milli = 1000 * len(assignment.get("gpus", []))
     return round(milli * EQUIVALENTS[model])

@@ -80,9 +80,11 @@ TEST(SchedulerCoreTest, BindsWithAssignmentAndHonoursNodeConstraints) {
   EXPECT_EQ(a->uuids[0].rfind("GPU-a-", 0), 0u);
   auto s = DecodeAssignment(binds.at("ml/share").annotations.at(kAnnotationAssignment));
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(s->kind, AssignmentKind::kShare);
-  EXPECT_GT(s->gpu_milli, 0);
-  EXPECT_LT(s->gpu_milli, 1000);
+  // The selector makes the share an MPS client with its limits (docs/OPERATIONS.md).
+  EXPECT_EQ(s->kind, AssignmentKind::kMps);
+  EXPECT_GT(s->mps_thread_pct, 0);
+  EXPECT_LT(s->mps_thread_pct, 100);
+  EXPECT_GE(s->memory_limit_mib, 20 * 1024);
   // Only node c (tainted, tolerated) has 4 free GPUs left; b is NotReady.
   EXPECT_EQ(binds.at("ml/tolerant").node, "c");
   // An intolerant 4-GPU pod waits, with the reason.
@@ -410,7 +412,9 @@ void CheckBindings(testing::FakeApiServer& s, size_t expect_bound) {
       EXPECT_LT(a->gpus[i], 16);
       ASSERT_EQ(a->uuids.size(), a->gpus.size());
       EXPECT_EQ(a->uuids[i], "GPU-" + node + "-" + std::to_string(a->gpus[i]));
-      milli[node][a->gpus[i]] += a->kind == AssignmentKind::kShare ? a->gpu_milli : 1000;
+      milli[node][a->gpus[i]] += a->kind == AssignmentKind::kShare ? a->gpu_milli
+                                 : a->kind == AssignmentKind::kMps ? a->mps_thread_pct * 10
+                                                                   : 1000;
     }
   }
   for (const auto& [node, gpus] : milli)

@@ -10,27 +10,12 @@
 #include <vector>
 
 #include "kube/scheduler_core.h"
+#include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
 namespace {
 
-// A node with A100-80GB GPUs; `layouts[g]` is GPU g's MIG layout ("" = MIG disabled).
-Json MigNodeJson(const std::string& name, const std::vector<std::string>& layouts) {
-  std::vector<GpuInventoryEntry> inv;
-  for (size_t g = 0; g < layouts.size(); ++g)
-    inv.push_back({static_cast<int>(g), "GPU-" + name + "-" + std::to_string(g), "A100-80GB", 81920,
-                   !layouts[g].empty(), layouts[g], true});
-  return {
-      {"apiVersion", "v1"},
-      {"kind", "Node"},
-      {"metadata",
-       {{"name", name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
-      {"spec", Json::object()},
-      {"status",
-       {{"allocatable",
-         {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", std::to_string(layouts.size())}}},
-        {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
-}
+using kubetest::MigNodeJson;
 
 Json PodJson(const std::string& name, Json limits, Json annotations = Json::object(),
              const std::string& node = "") {
@@ -53,9 +38,10 @@ Json PodJson(const std::string& name, Json limits, Json annotations = Json::obje
 const Json kMig1g = {{"nvidia.com/mig-1g.10gb", "1"}};
 const std::vector<std::string> kLayouts = {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 3g.40gb@4", ""};
 
-std::unique_ptr<SchedulerCore> Core(bool relayout = true) {
+std::unique_ptr<SchedulerCore> Core(bool relayout = true, bool select_shares = true) {
   SchedulerConfig cfg;
   cfg.gang_settle_s = 0;
+  cfg.select_share_mechanism = select_shares;
   cfg.mig_relayout = relayout;
   cfg.mig_relayout_timeout_s = 60;
   auto c = SchedulerCore::Create(cfg);
@@ -135,6 +121,53 @@ TEST(SchedulerSlicesTest, StrictIsolationSharesAreSizedToAMigInstance) {
   ASSERT_EQ(a.count("small"), 1u);
   EXPECT_EQ(a.at("small").kind, AssignmentKind::kMig);
   EXPECT_EQ(a.at("small").mig_instance.rfind("1g.10gb@", 0), 0u) << a.at("small").mig_instance;
+}
+
+TEST(SchedulerSlicesTest, StandardSharesBecomeMpsClientsWithTheirLimits) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->UpsertPod(PodJson("mem", {{"tessera.io/gpu-memory", "12Gi"}}));
+  core->UpsertPod(PodJson("cmp", {{"tessera.io/gpu-compute", "30"}}));
+  core->UpsertPod(
+      PodJson("both", {{"tessera.io/gpu-memory", "20Gi"}, {"tessera.io/gpu-compute", "40"}}));
+  const auto a = Assignments(core->Cycle(1));
+  ASSERT_EQ(a.size(), 3u);
+  std::set<int> gpus;
+  for (const auto& [name, as] : a) {
+    EXPECT_EQ(as.kind, AssignmentKind::kMps) << name;
+    ASSERT_EQ(as.gpus.size(), 1u) << name;
+    ASSERT_EQ(as.uuids.size(), 1u) << name;
+    gpus.insert(as.gpus[0]);
+  }
+  EXPECT_EQ(gpus.size(), 1u) << "MPS clients share one GPU before opening another";
+  EXPECT_GE(a.at("mem").memory_limit_mib, 12 * 1024);
+  EXPECT_GE(a.at("cmp").mps_thread_pct, 30);
+  EXPECT_GE(a.at("both").mps_thread_pct, 40);
+  EXPECT_GE(a.at("both").memory_limit_mib, 20 * 1024);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+  const GpuSlices& g = core->cluster().gpu(0, *gpus.begin());
+  EXPECT_EQ(g.mode, GpuMode::kMps);
+  EXPECT_EQ(g.clients, 3);
+  // A whole-GPU pod cannot take the MPS GPU.
+  core->UpsertPod(PodJson("whole", {{"nvidia.com/gpu", "1"}}));
+  const auto b = Assignments(core->Cycle(2));
+  ASSERT_EQ(b.count("whole"), 1u);
+  EXPECT_NE(b.at("whole").gpus, std::vector<int>{*gpus.begin()});
+}
+
+TEST(SchedulerSlicesTest, SharesStayMilliSharesWhenSelectionIsOff) {
+  auto core = Core(true, /*select_shares=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->UpsertPod(PodJson("mem", {{"tessera.io/gpu-memory", "12Gi"}}));
+  core->UpsertPod(
+      PodJson("strict", {{"tessera.io/gpu-memory", "12Gi"}}, {{"tessera.io/isolation", "strict"}}));
+  const auto a = Assignments(core->Cycle(1));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a.at("mem").kind, AssignmentKind::kShare);
+  EXPECT_GT(a.at("mem").gpu_milli, 0);
+  // Strict isolation is a slice either way: an idle whole GPU here (no MIG layout).
+  EXPECT_EQ(a.at("strict").kind, AssignmentKind::kExclusive);
+  EXPECT_NE(a.at("strict").gpus, a.at("mem").gpus);
 }
 
 TEST(SchedulerSlicesTest, ARestartedSchedulerNeverAssignsAnInstanceTwice) {
