@@ -155,12 +155,11 @@ bool Allocator::Allocated(const std::string& pod_uid, const std::string& contain
   return allocated_.count({pod_uid, container, resource}) > 0;
 }
 
-Result<Allocator::Match> Allocator::FindPod(const std::string& resource, size_t count) const {
-  auto pods = pods_.ListBoundPods();
-  if (!pods.ok()) return pods.status();
+Result<Allocator::Match> Allocator::FindPod(const std::vector<BoundPod>& pods,
+                                            const std::string& resource, size_t count) const {
   const BoundPod* best = nullptr;
   size_t best_container = 0;
-  for (const BoundPod& p : *pods) {
+  for (const BoundPod& p : pods) {
     for (size_t c = 0; c < p.containers.size(); ++c) {
       const PodContainer& ct = p.containers[c];
       auto it = ct.requests.find(resource);
@@ -183,7 +182,9 @@ Result<Allocator::Match> Allocator::FindPod(const std::string& resource, size_t 
 Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
                                                 const std::vector<std::string>& device_ids) {
   std::lock_guard lock(mu_);
-  auto match = FindPod(resource.name, device_ids.size());
+  auto pods = pods_.ListBoundPods();
+  if (!pods.ok()) return pods.status();
+  auto match = FindPod(*pods, resource.name, device_ids.size());
   if (!match.ok()) return match.status();
   const BoundPod& pod = match->pod;
   const std::string& container = pod.containers[match->container].name;
@@ -192,6 +193,7 @@ Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
   ContainerAllocation out;
   out.pod_uid = pod.uid;
   out.container = container;
+  out.resource = resource.name;
   std::vector<std::string> devices;
   std::optional<kube::Assignment> assignment;
   if (auto it = pod.annotations.find(kube::kAnnotationAssignment); it != pod.annotations.end()) {
@@ -227,7 +229,8 @@ Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
   }
 
   CdiDevice cdi;
-  cdi.name = CdiDeviceName(pod.uid + "-" + container);
+  cdi.name = CdiDeviceName(pod.uid + "-" + container + "-" +
+                           resource.name.substr(resource.name.find('/') + 1));
   for (const auto& [k, v] : out.envs) cdi.env.push_back(k + "=" + v);
   for (const MountEdit& m : out.mounts)
     cdi.mounts.push_back({m.host_path, m.container_path, m.read_only});
@@ -235,8 +238,30 @@ Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
   if (!path.ok()) return Status(path.status().code(), who + path.status().message());
   out.cdi_path = *path;
   out.cdi_devices.push_back(CdiQualifiedName(cdi.name));
-  allocated_.insert({pod.uid, container, resource.name});
+  allocated_[{pod.uid, container, resource.name}] = out.cdi_path;
+  Prune(*pods);
   return out;
+}
+
+void Allocator::Prune(const std::vector<BoundPod>& pods) {
+  std::set<std::string> listed;
+  for (const BoundPod& p : pods) listed.insert(p.uid);
+  for (auto it = allocated_.begin(); it != allocated_.end();) {
+    if (listed.count(std::get<0>(it->first))) {
+      ++it;
+      continue;
+    }
+    std::remove(it->second.c_str());
+    it = allocated_.erase(it);
+  }
+}
+
+void Allocator::Undo(const ContainerAllocation& allocation) {
+  std::lock_guard lock(mu_);
+  auto it = allocated_.find({allocation.pod_uid, allocation.container, allocation.resource});
+  if (it == allocated_.end()) return;
+  std::remove(it->second.c_str());
+  allocated_.erase(it);
 }
 
 std::vector<std::string> Allocator::Preferred(const PluginResource& resource,
@@ -252,8 +277,9 @@ std::vector<std::string> Allocator::Preferred(const PluginResource& resource,
   for (const std::string& id : must_include) take(id);
   {
     std::lock_guard lock(mu_);
-    auto match = size > 0 ? FindPod(resource.name, static_cast<size_t>(size))
-                          : Result<Match>(NotFound("size 0"));
+    auto pods = pods_.ListBoundPods();
+    auto match = pods.ok() && size > 0 ? FindPod(*pods, resource.name, static_cast<size_t>(size))
+                                       : Result<Match>(NotFound("no pod"));
     if (match.ok()) {
       auto it = match->pod.annotations.find(kube::kAnnotationAssignment);
       auto a = it == match->pod.annotations.end() ? Result<kube::Assignment>(NotFound(""))

@@ -25,8 +25,12 @@
 //                              <mps_root>/<device UUID>/pipe and /log),
 //                              CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, and
 //                              CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "<device UUID>=<MiB>M"
-//   and one CDI device "<pod uid>-<container>" carrying the same edits, written to
-//   <cdi_dir>/tessera.io-gpu-<pod uid>-<container>.json.
+//   and one CDI device "<pod uid>-<container>-<resource>" (resource without its domain, e.g.
+//   "gpu", "mig-1g.10gb", "gpu-compute") carrying the same edits, written to
+//   <cdi_dir>/tessera.io-gpu-<device name>.json.
+// * Allocated pairs and CDI specs of pods the PodSource no longer lists are dropped at the next
+//   successful Allocate (the spec files removed). Undo reverses one allocation (its pair becomes
+//   unallocated, its spec file is removed), for a kubelet request whose other containers fail.
 // * Errors change nothing (no CDI file, the pair stays unallocated) and are one message:
 //   no candidate pod (NotFound), a malformed annotation, a GPU index the node lacks, a UUID
 //   that does not match the GPU at that index, an unknown MIG instance (InvalidArgument), a
@@ -121,6 +125,7 @@ struct MountEdit {
 struct ContainerAllocation {
   std::string pod_uid;
   std::string container;
+  std::string resource;
   std::map<std::string, std::string> envs;
   std::vector<MountEdit> mounts;
   std::vector<std::string> cdi_devices;  // fully qualified
@@ -144,6 +149,7 @@ class Allocator {
   std::vector<std::string> Preferred(const PluginResource& resource,
                                      const std::vector<std::string>& available,
                                      const std::vector<std::string>& must_include, int size);
+  void Undo(const ContainerAllocation& allocation);
   // Whether (pod uid, container) was allocated for `resource`.
   bool Allocated(const std::string& pod_uid, const std::string& container,
                  const std::string& resource) const;
@@ -153,13 +159,16 @@ class Allocator {
     BoundPod pod;
     size_t container = 0;
   };
-  Result<Match> FindPod(const std::string& resource, size_t count) const;
+  Result<Match> FindPod(const std::vector<BoundPod>& pods, const std::string& resource,
+                        size_t count) const;
+  void Prune(const std::vector<BoundPod>& pods);
 
   PodSource& pods_;
   AllocatorOptions options_;
   mutable std::mutex mu_;
   NodeGpuState state_;
-  std::set<std::tuple<std::string, std::string, std::string>> allocated_;
+  // (pod uid, container, resource) -> CDI spec path
+  std::map<std::tuple<std::string, std::string, std::string>, std::string> allocated_;
 };
 
 }  // namespace tessera::agent

@@ -119,10 +119,16 @@ class DevicePluginManager::Impl {
 
     grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* req,
                           pb::AllocateResponse* out) override {
+      std::vector<ContainerAllocation> done;
       for (const auto& c : req->container_requests()) {
         std::vector<std::string> ids(c.devices_ids().begin(), c.devices_ids().end());
         auto a = impl_.allocator_.Allocate(resource_, ids);
-        if (!a.ok()) return ToGrpc(a.status());
+        if (!a.ok()) {
+          for (const ContainerAllocation& d : done) impl_.allocator_.Undo(d);
+          out->Clear();
+          return ToGrpc(a.status());
+        }
+        done.push_back(*a);
         auto* r = out->add_container_responses();
         for (const auto& [k, v] : a->envs) (*r->mutable_envs())[k] = v;
         for (const MountEdit& m : a->mounts) {

@@ -19,7 +19,8 @@
 // * Allocate and GetPreferredAllocation answer per container through Allocator (allocate.h);
 //   an allocation error is the gRPC status of the matching code with the Allocator's message
 //   (NotFound -> NOT_FOUND, InvalidArgument -> INVALID_ARGUMENT, others -> INTERNAL /
-//   UNAVAILABLE). PreStartContainer answers empty.
+//   UNAVAILABLE); a request for several containers succeeds or fails as a whole (the
+//   containers allocated before the failing one are undone). PreStartContainer answers empty.
 // * Stop() ends the streams, the watcher and the health thread, shuts the servers down and
 //   removes their sockets; it is idempotent and called by the destructor. Thread-safe.
 #pragma once

@@ -313,16 +313,17 @@ TEST_F(DevicePluginTest, AllocatesFromTheAssignment) {
       EXPECT_EQ(cr.mounts(1).host_path(), "/run/tessera/mps/" + dev + "/log");
     }
     ASSERT_EQ(cr.cdi_devices_size(), 1);
-    EXPECT_EQ(cr.cdi_devices(0).name(), "tessera.io/gpu=" + uid + "-main");
+    const std::string device = uid + "-main-" + c.resource.substr(c.resource.find('/') + 1);
+    EXPECT_EQ(cr.cdi_devices(0).name(), "tessera.io/gpu=" + device);
     EXPECT_TRUE(plugin_->allocator().Allocated(uid, "main", c.resource));
 
-    std::ifstream in(cdi_dir() + "/tessera.io-gpu-" + uid + "-main.json");
+    std::ifstream in(cdi_dir() + "/tessera.io-gpu-" + device + ".json");
     ASSERT_TRUE(in.good());
     Json spec = Json::parse(in);
     EXPECT_EQ(spec["cdiVersion"], kCdiVersion);
     EXPECT_EQ(spec["kind"], "tessera.io/gpu");
     ASSERT_EQ(spec["devices"].size(), 1u);
-    EXPECT_EQ(spec["devices"][0]["name"], uid + "-main");
+    EXPECT_EQ(spec["devices"][0]["name"], device);
     std::set<std::string> env(spec["devices"][0]["containerEdits"]["env"].begin(),
                               spec["devices"][0]["containerEdits"]["env"].end());
     for (const auto& [k, v] : c.envs) EXPECT_TRUE(env.count(k + "=" + v)) << k;
@@ -346,6 +347,40 @@ TEST_F(DevicePluginTest, OldestBoundPodWinsAndIsAllocatedOnce) {
   v1beta1::AllocateResponse resp;
   grpc::Status st = Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DevicePluginTest, SeveralContainersSucceedOrFailTogether) {
+  pods_.Add(Pod("one", "2026-01-01T00:00:00Z", "nvidia.com/gpu", 1,
+                R"({"node":"n","kind":"exclusive","gpus":[1],"uuids":["GPU-dp-1"]})"));
+  auto stub = kubelet_.Dial("tessera-gpu.sock");
+  auto allocate = [&](int containers, v1beta1::AllocateResponse* resp) {
+    v1beta1::AllocateRequest req;
+    for (int i = 0; i < containers; ++i) req.add_container_requests()->add_devices_ids("GPU-dp-1");
+    grpc::ClientContext ctx;
+    return stub->Allocate(&ctx, req, resp);
+  };
+  v1beta1::AllocateResponse resp;
+  grpc::Status st = allocate(2, &resp);  // only one container waits
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(resp.container_responses_size(), 0);
+  EXPECT_EQ(CdiFiles(cdi_dir()), 0u);
+  EXPECT_FALSE(plugin_->allocator().Allocated("one", "main", "nvidia.com/gpu"));
+  ASSERT_TRUE(allocate(1, &resp).ok());
+  EXPECT_EQ(CdiFiles(cdi_dir()), 1u);
+}
+
+TEST_F(DevicePluginTest, GonePodsAreForgotten) {
+  const std::string a = R"({"node":"n","kind":"exclusive","gpus":[1],"uuids":["GPU-dp-1"]})";
+  pods_.Add(Pod("old", "2026-01-01T00:00:00Z", "nvidia.com/gpu", 1, a));
+  v1beta1::AllocateResponse resp;
+  ASSERT_TRUE(Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp).ok());
+  EXPECT_TRUE(std::filesystem::exists(cdi_dir() + "/tessera.io-gpu-old-main-gpu.json"));
+  pods_.Set({Pod("new", "2026-01-01T00:01:00Z", "nvidia.com/gpu", 1, a)});
+  ASSERT_TRUE(Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp).ok());
+  EXPECT_FALSE(plugin_->allocator().Allocated("old", "main", "nvidia.com/gpu"));
+  EXPECT_FALSE(std::filesystem::exists(cdi_dir() + "/tessera.io-gpu-old-main-gpu.json"));
+  EXPECT_TRUE(std::filesystem::exists(cdi_dir() + "/tessera.io-gpu-new-main-gpu.json"));
+  EXPECT_EQ(CdiFiles(cdi_dir()), 1u);
 }
 
 struct BadCase {
