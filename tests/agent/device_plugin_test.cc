@@ -557,5 +557,87 @@ TEST(DevicePluginHealth, FatalXidMakesDevicesUnhealthy) {
   }
 }
 
+// The generated code carries the wire contract of k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.
+TEST(DevicePluginApi, WireContract) {
+  namespace gp = google::protobuf;
+  const gp::DescriptorPool* pool = gp::DescriptorPool::generated_pool();
+  struct Field {
+    std::string message;
+    std::string name;
+    int number;
+    gp::FieldDescriptor::Type type;
+    bool repeated;
+  };
+  using T = gp::FieldDescriptor;
+  const std::vector<Field> fields = {
+      {"DevicePluginOptions", "pre_start_required", 1, T::TYPE_BOOL, false},
+      {"DevicePluginOptions", "get_preferred_allocation_available", 2, T::TYPE_BOOL, false},
+      {"RegisterRequest", "version", 1, T::TYPE_STRING, false},
+      {"RegisterRequest", "endpoint", 2, T::TYPE_STRING, false},
+      {"RegisterRequest", "resource_name", 3, T::TYPE_STRING, false},
+      {"RegisterRequest", "options", 4, T::TYPE_MESSAGE, false},
+      {"ListAndWatchResponse", "devices", 1, T::TYPE_MESSAGE, true},
+      {"TopologyInfo", "nodes", 1, T::TYPE_MESSAGE, true},
+      {"NUMANode", "ID", 1, T::TYPE_INT64, false},
+      {"Device", "ID", 1, T::TYPE_STRING, false},
+      {"Device", "health", 2, T::TYPE_STRING, false},
+      {"Device", "topology", 3, T::TYPE_MESSAGE, false},
+      {"PreStartContainerRequest", "devices_ids", 1, T::TYPE_STRING, true},
+      {"PreferredAllocationRequest", "container_requests", 1, T::TYPE_MESSAGE, true},
+      {"ContainerPreferredAllocationRequest", "available_deviceIDs", 1, T::TYPE_STRING, true},
+      {"ContainerPreferredAllocationRequest", "must_include_deviceIDs", 2, T::TYPE_STRING, true},
+      {"ContainerPreferredAllocationRequest", "allocation_size", 3, T::TYPE_INT32, false},
+      {"PreferredAllocationResponse", "container_responses", 1, T::TYPE_MESSAGE, true},
+      {"ContainerPreferredAllocationResponse", "deviceIDs", 1, T::TYPE_STRING, true},
+      {"AllocateRequest", "container_requests", 1, T::TYPE_MESSAGE, true},
+      {"ContainerAllocateRequest", "devices_ids", 1, T::TYPE_STRING, true},
+      {"AllocateResponse", "container_responses", 1, T::TYPE_MESSAGE, true},
+      {"ContainerAllocateResponse", "envs", 1, T::TYPE_MESSAGE, true},
+      {"ContainerAllocateResponse", "mounts", 2, T::TYPE_MESSAGE, true},
+      {"ContainerAllocateResponse", "devices", 3, T::TYPE_MESSAGE, true},
+      {"ContainerAllocateResponse", "annotations", 4, T::TYPE_MESSAGE, true},
+      {"ContainerAllocateResponse", "cdi_devices", 5, T::TYPE_MESSAGE, true},
+      {"Mount", "container_path", 1, T::TYPE_STRING, false},
+      {"Mount", "host_path", 2, T::TYPE_STRING, false},
+      {"Mount", "read_only", 3, T::TYPE_BOOL, false},
+      {"DeviceSpec", "container_path", 1, T::TYPE_STRING, false},
+      {"DeviceSpec", "host_path", 2, T::TYPE_STRING, false},
+      {"DeviceSpec", "permissions", 3, T::TYPE_STRING, false},
+      {"CDIDevice", "name", 1, T::TYPE_STRING, false},
+  };
+  std::map<std::string, int> per_message;
+  for (const Field& f : fields) {
+    SCOPED_TRACE(f.message + "." + f.name);
+    const gp::Descriptor* m = pool->FindMessageTypeByName("v1beta1." + f.message);
+    ASSERT_NE(m, nullptr);
+    const gp::FieldDescriptor* fd = m->FindFieldByName(f.name);
+    ASSERT_NE(fd, nullptr);
+    EXPECT_EQ(fd->number(), f.number);
+    EXPECT_EQ(fd->type(), f.type);
+    EXPECT_EQ(fd->is_repeated(), f.repeated);
+    ++per_message[f.message];
+  }
+  for (const auto& [message, n] : per_message)
+    EXPECT_EQ(pool->FindMessageTypeByName("v1beta1." + message)->field_count(), n) << message;
+  for (const char* empty : {"Empty", "PreStartContainerResponse"})
+    EXPECT_EQ(pool->FindMessageTypeByName(std::string("v1beta1.") + empty)->field_count(), 0);
+
+  const std::map<std::string, std::vector<std::string>> services = {
+      {"Registration", {"Register"}},
+      {"DevicePlugin",
+       {"GetDevicePluginOptions", "ListAndWatch", "GetPreferredAllocation", "Allocate",
+        "PreStartContainer"}}};
+  for (const auto& [service, methods] : services) {
+    const gp::ServiceDescriptor* sd = pool->FindServiceByName("v1beta1." + service);
+    ASSERT_NE(sd, nullptr) << service;
+    ASSERT_EQ(sd->method_count(), static_cast<int>(methods.size()));
+    for (size_t i = 0; i < methods.size(); ++i) EXPECT_EQ(sd->method(i)->name(), methods[i]);
+  }
+  const gp::MethodDescriptor* lw = pool->FindMethodByName("v1beta1.DevicePlugin.ListAndWatch");
+  ASSERT_NE(lw, nullptr);
+  EXPECT_TRUE(lw->server_streaming());
+  EXPECT_FALSE(lw->client_streaming());
+}
+
 }  // namespace
 }  // namespace tessera::agent
