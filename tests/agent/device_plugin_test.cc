@@ -456,6 +456,24 @@ TEST_F(DevicePluginTest, PreferredAllocationFollowsTheAssignment) {
   EXPECT_EQ(ask(2, {}), (std::vector<std::string>{"GPU-dp-1", "GPU-dp-2"}));  // no pod asks 2
   EXPECT_EQ(ask(1, {"GPU-dp-1"}), (std::vector<std::string>{"GPU-dp-1"}));
   EXPECT_FALSE(plugin_->allocator().Allocated("p", "main", "nvidia.com/gpu"));
+
+  // gpu-compute: the percent devices of the assigned GPU.
+  pods_.Add(
+      Pod("c", "2026-01-01T00:00:01Z", "tessera.io/gpu-compute", 30,
+          R"({"node":"n","kind":"mps","gpus":[2],"uuids":["GPU-dp-2"],"mps_thread_pct":30})"));
+  auto all = kubelet_.FirstListAndWatch("tessera-gpu-compute.sock");
+  ASSERT_TRUE(all.ok());
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (const auto& id : Ids(*all)) c->add_available_deviceids(id);
+  c->set_allocation_size(30);
+  v1beta1::PreferredAllocationResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(
+      kubelet_.Dial("tessera-gpu-compute.sock")->GetPreferredAllocation(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.container_responses(0).deviceids_size(), 30);
+  for (const auto& id : resp.container_responses(0).deviceids())
+    EXPECT_EQ(id.rfind("GPU-dp-2-pct-", 0), 0u) << id;
 }
 
 TEST_F(DevicePluginTest, KubeletRestartReregisters) {
