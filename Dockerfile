@@ -4,7 +4,8 @@
 # user 65532, CA certificates) from a local build, with buildah and no base image.
 
 # Build: Debian 12 with the product's build dependencies from scripts/setup.sh (the rest of that
-# list serves the tests, benchmarks, format check and image tooling). Only the `tessera` target.
+# list serves the tests, benchmarks, format check and image tooling). Only the `tessera` target,
+# which does not serve the device plugin yet, so gRPC is not needed here.
 FROM debian:bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -14,6 +15,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN cmake --preset release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF \
+      -DTESSERA_DEVICE_PLUGIN=OFF \
  && cmake --build --preset release --target tessera
 
 # Runtime: the packages of the shared libraries `ldd` lists for the release binary (found with
