@@ -170,7 +170,7 @@ GpuLayoutStatus Outcome(const GpuLayoutSpec& spec, LayoutState state, std::strin
   return {spec.revision, state, std::move(message), std::move(layout)};
 }
 
-// The changes, in order, and the work they need.
+// Carries out the plan of one GPU, journalling each NVML change.
 class Run {
  public:
   Run(GpuBackend& backend, const GpuLayoutSpec& spec, const MigApplyOptions& options,

@@ -105,6 +105,24 @@ TEST(MigApply, BusyInstanceFailsAndChangesNothing) {
   EXPECT_FALSE(ReadMigJournal(journal_dir, 0).ok());
 }
 
+TEST(MigApply, NvmlRefusalIsFailedWithTheLayoutLeft) {
+  Json cfg = Node();
+  cfg["fail"] = {{"nvmlGpuInstanceDestroy", "NVML_ERROR_IN_USE"}};
+  FakeNode fake(cfg);
+  auto nvml = Open();
+  ASSERT_TRUE(nvml);
+  const std::string dir = TempPath("state");
+  MigApplyOptions opts;
+  opts.state_dir = dir;
+  GpuLayoutStatus st = ApplyGpuLayout(*nvml, Spec(0, 6, "7g.80gb@0"), opts);
+  EXPECT_EQ(st.state, LayoutState::kFailed);
+  EXPECT_EQ(st.message.rfind("GPU 0 (A100-80GB): destroying 3g.40gb@0 (GI 1): ", 0), 0u)
+      << st.message;
+  EXPECT_EQ(st.layout, "3g.40gb@0 2g.20gb@4 1g.10gb@6");
+  EXPECT_EQ(fake.Instances(0), "3g.40gb@0! 2g.20gb@4 1g.10gb@6");
+  EXPECT_FALSE(ReadMigJournal(dir, 0).ok()) << "the outcome is final for the revision";
+}
+
 struct BadCase {
   const char* name;
   GpuLayoutSpec spec;
