@@ -1,6 +1,7 @@
 #include "agent/usage.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <tuple>
