@@ -187,7 +187,9 @@ def advise(tessera):
         expect_error("not a URL", ["--prometheus", "ftp://x", *rng], "not an http://")
         for body, needle in (("<html>oops</html>", "JSON syntax error"),
                              ('{"status":"success","data":{"resultType":"vector","result":[]}}',
-                              'is not "matrix"')):
+                              'is not "matrix"'),
+                             ('{"status":"error","errorType":"timeout","error":"query timed out"}',
+                              "Prometheus error timeout: 'query timed out'")):
             srv = StaticServer(body, "application/json")
             try:
                 expect_error(f"malformed response {body[:20]!r}",
