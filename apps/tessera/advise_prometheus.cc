@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -74,9 +76,74 @@ std::string DescribeError(httplib::Error e) {
   }
 }
 
+// The label maps of an instant-query response.
+Result<std::vector<std::map<std::string, std::string>>> VectorLabels(std::string_view text,
+                                                                     const std::string& source) {
+  using nlohmann::json;
+  json doc;
+  try {
+    doc = json::parse(text.begin(), text.end());
+  } catch (const json::exception&) {
+    return InvalidArgument(source + ": the response is not JSON");
+  }
+  if (!doc.is_object() || !doc.contains("status") || !doc["status"].is_string())
+    return InvalidArgument(source + ": status: missing or not a string");
+  if (doc["status"] == "error")
+    return Unavailable(source + ": Prometheus error " + doc.value("errorType", "?") + ": '" +
+                       doc.value("error", "") + "'");
+  const json* result = nullptr;
+  if (doc.contains("data") && doc["data"].is_object() && doc["data"].contains("result"))
+    result = &doc["data"]["result"];
+  if (!result || !result->is_array() || doc["data"].value("resultType", "") != "vector")
+    return InvalidArgument(source + ": data: expected a \"vector\" result");
+  std::vector<std::map<std::string, std::string>> out;
+  for (size_t i = 0; i < result->size(); ++i) {
+    const json& r = (*result)[i];
+    if (!r.is_object() || !r.contains("metric") || !r["metric"].is_object())
+      return InvalidArgument(source + ": data.result[" + std::to_string(i) +
+                             "].metric: missing or not an object");
+    std::map<std::string, std::string> labels;
+    for (const auto& [k, v] : r["metric"].items())
+      if (v.is_string()) labels[k] = v.get<std::string>();
+    for (const char* name : {"namespace", "pod"})
+      if (auto e = labels.find(std::string("exported_") + name); e != labels.end())
+        labels[name] = e->second;
+    out.push_back(std::move(labels));
+  }
+  return out;
+}
+
 }  // namespace
 
-Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const std::string& source) {
+Result<PodOwners> ParsePodOwners(std::string_view pod_owner_json,
+                                 std::string_view replicaset_owner_json,
+                                 const std::string& source) {
+  auto pods = VectorLabels(pod_owner_json, source + " (kube_pod_owner)");
+  if (!pods.ok()) return pods.status();
+  auto sets = VectorLabels(replicaset_owner_json, source + " (kube_replicaset_owner)");
+  if (!sets.ok()) return sets.status();
+  std::map<std::pair<std::string, std::string>, std::string> deployment_of;
+  for (auto& l : *sets)
+    if (l["owner_kind"] == "Deployment" && !l["owner_name"].empty())
+      deployment_of[{l["namespace"], l["replicaset"]}] = l["owner_name"];
+  PodOwners out;
+  for (auto& l : *pods) {
+    const std::string& kind = l["owner_kind"];
+    const std::string& name = l["owner_name"];
+    if (l["pod"].empty() || name.empty()) continue;
+    const auto key = std::make_pair(l["namespace"], l["pod"]);
+    if (kind == "ReplicaSet") {
+      auto d = deployment_of.find({l["namespace"], name});
+      if (d != deployment_of.end()) out[key] = {"Deployment", d->second};
+    } else if (kind == "StatefulSet" || kind == "Job") {
+      out[key] = {kind, name};
+    }
+  }
+  return out;
+}
+
+Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const std::string& source,
+                                  const PodOwners& owners) {
   DcgmHistory out;
   std::vector<std::pair<std::string, std::string>> order;  // pods by first appearance
   std::map<std::pair<std::string, std::string>, Pod> pods;
@@ -181,6 +248,20 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
     }
     if (w.pods.empty()) continue;
     if (w.request.mig_profile.empty()) w.request.whole_gpus = std::min(whole, 8);
+    // The pod joins its owner's workload when the model and the request agree; otherwise it is
+    // judged alone.
+    if (auto o = owners.find({p.ns, p.name}); o != owners.end()) {
+      advisor::WorkloadUsage* same = nullptr;
+      for (auto& x : out.history.workloads)
+        if (x.ns == w.ns && x.owner_kind == o->second.kind && x.owner == o->second.name) same = &x;
+      if (!same) {
+        w.owner_kind = o->second.kind;
+        w.owner = o->second.name;
+      } else if (same->gpu_model == w.gpu_model && same->request == w.request) {
+        for (auto& ps : w.pods) same->pods.push_back(std::move(ps));
+        continue;
+      }
+    }
     out.history.workloads.push_back(std::move(w));
   }
   if (out.history.workloads.empty())
@@ -248,7 +329,30 @@ Result<DcgmHistory> FetchDcgmHistory(const PrometheusQuery& q) {
     if (!parsed.ok()) return parsed.status();
     ranges.push_back(std::move(*parsed));
   }
-  auto h = DcgmToHistory(ranges, "Prometheus at " + url);
+  std::string owner_bodies[2];
+  const std::string range = std::to_string(q.end_s - q.start_s) + "s";
+  const std::string queries[2] = {
+      "max by (namespace, pod, exported_namespace, exported_pod, owner_kind, owner_name) "
+      "(last_over_time(kube_pod_owner{owner_is_controller=\"true\"}[" +
+          range + "]))",
+      "max by (namespace, replicaset, owner_kind, owner_name) "
+      "(last_over_time(kube_replicaset_owner{owner_is_controller=\"true\"}[" +
+          range + "]))"};
+  for (int i = 0; i < 2; ++i) {
+    auto res = cli.Get(prefix + "/api/v1/query",
+                       httplib::Params{{"query", queries[i]}, {"time", std::to_string(q.end_s)}},
+                       httplib::Headers{});
+    if (!res)
+      return Unavailable("cannot reach Prometheus at " + url + ": " + DescribeError(res.error()));
+    if (res->status != 200)
+      return Unavailable("Prometheus at " + url + " (pod owners): HTTP " +
+                         std::to_string(res->status) + ": " +
+                         res->body.substr(0, std::min<size_t>(res->body.find('\n'), 200)));
+    owner_bodies[i] = std::move(res->body);
+  }
+  auto owners = ParsePodOwners(owner_bodies[0], owner_bodies[1], "Prometheus at " + url);
+  if (!owners.ok()) return owners.status();
+  auto h = DcgmToHistory(ranges, "Prometheus at " + url, *owners);
   if (!h.ok() && h.status().code() == StatusCode::kNotFound)
     return NotFound(h.status().message() + " [" + std::to_string(q.start_s) + ", " +
                     std::to_string(q.end_s) + "]");

@@ -124,6 +124,71 @@ TEST(DcgmHistory, Errors) {
   }
 }
 
+std::string Vector(const std::vector<std::string>& metrics) {
+  std::string out = R"({"status":"success","data":{"resultType":"vector","result":[)";
+  for (size_t i = 0; i < metrics.size(); ++i)
+    out += (i ? "," : "") + std::string(R"({"metric":{)") + metrics[i] + R"(},"value":[700,"1"]})";
+  return out + "]}}";
+}
+
+TEST(DcgmHistory, PodsOfOneOwnerAreOneWorkload) {
+  auto owners = ParsePodOwners(
+      Vector(
+          {R"("namespace":"ml","pod":"infer-0","owner_kind":"ReplicaSet","owner_name":"infer-6f9")",
+           R"("namespace":"ml","pod":"infer-1","owner_kind":"ReplicaSet","owner_name":"infer-6f9")",
+           R"("namespace":"ml","pod":"db-0","owner_kind":"StatefulSet","owner_name":"db")",
+           R"("namespace":"ml","pod":"agent-x","owner_kind":"DaemonSet","owner_name":"agent")"}),
+      Vector(
+          {R"("namespace":"ml","replicaset":"infer-6f9","owner_kind":"Deployment","owner_name":"infer")"}),
+      "prom");
+  ASSERT_TRUE(owners.ok()) << owners.status().message();
+  ASSERT_EQ(owners->size(), 3u);  // the DaemonSet's pod is not grouped
+  EXPECT_EQ(owners->at({"ml", "infer-1"}).kind, "Deployment");
+  EXPECT_EQ(owners->at({"ml", "infer-1"}).name, "infer");
+  EXPECT_EQ(owners->at({"ml", "db-0"}).kind, "StatefulSet");
+
+  auto pod = [](const std::string& name, const std::string& uuid, const std::string& model) {
+    return R"("Hostname":"n1","gpu":"0","UUID":")" + uuid + R"(","modelName":")" + model +
+           R"(","namespace":"ml","pod":")" + name + R"(")";
+  };
+  const std::string a = pod("infer-0", "GPU-a", "NVIDIA A100-SXM4-80GB");
+  const std::string b = pod("infer-1", "GPU-b", "NVIDIA A100-SXM4-80GB");
+  const std::string d = pod("db-0", "GPU-d", "Tesla T4");
+  const std::vector<PromRange> ranges = {
+      Parse("DCGM_FI_DEV_FB_USED",
+            {{a, R"([[100,"1000"]])"}, {b, R"([[100,"2000"]])"}, {d, R"([[100,"3000"]])"}}),
+      Parse("DCGM_FI_DEV_GPU_UTIL",
+            {{a, R"([[100,"10"]])"}, {b, R"([[100,"20"]])"}, {d, R"([[100,"30"]])"}}),
+  };
+  auto h = DcgmToHistory(ranges, "prom", *owners);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  ASSERT_EQ(h->history.workloads.size(), 2u);
+  EXPECT_EQ(h->history.workloads[0].Key(), "ml/Deployment/infer");
+  EXPECT_EQ(h->history.workloads[0].pods.size(), 2u);
+  EXPECT_EQ(h->history.workloads[1].Key(), "ml/StatefulSet/db");
+  EXPECT_EQ(h->history.workloads[1].gpu_model, "T4");
+
+  // A replica on another model is judged alone.
+  const std::string t4 = pod("infer-1", "GPU-e", "Tesla T4");
+  const std::vector<PromRange> mixed = {
+      Parse("DCGM_FI_DEV_FB_USED", {{a, R"([[100,"1000"]])"}, {t4, R"([[100,"2000"]])"}}),
+      Parse("DCGM_FI_DEV_GPU_UTIL", {{a, R"([[100,"10"]])"}, {t4, R"([[100,"20"]])"}}),
+  };
+  h = DcgmToHistory(mixed, "prom", *owners);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  ASSERT_EQ(h->history.workloads.size(), 2u);
+  EXPECT_EQ(h->history.workloads[0].Key(), "ml/Deployment/infer");
+  EXPECT_EQ(h->history.workloads[1].Key(), "ml/Pod/infer-1");
+
+  auto bad = ParsePodOwners("[]", Vector({}), "prom");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kube_pod_owner"), std::string::npos);
+  auto error = ParsePodOwners(R"({"status":"error","errorType":"bad_data","error":"x"})",
+                              Vector({}), "prom");
+  ASSERT_FALSE(error.ok());
+  EXPECT_EQ(error.status().code(), StatusCode::kUnavailable);
+}
+
 TEST(DcgmHistory, FetchRejectsBadUrls) {
   for (const char* url : {"ftp://x", "localhost:9090", "http://"}) {
     PrometheusQuery q;

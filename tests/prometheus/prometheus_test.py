@@ -67,6 +67,9 @@ def dcgm_openmetrics(base):
         # ~7 GiB peak on a whole A100-80GB: a daily cycle 5-7 GiB, compute 20-30 %
         "infer": 'gpu="0",UUID="GPU-a0",modelName="NVIDIA A100-SXM4-80GB",Hostname="node-1",'
                  'namespace="ml",pod="infer-0",container="main"',
+        # a second replica of the same Deployment, a little below the first
+        "infer1": 'gpu="0",UUID="GPU-a2",modelName="NVIDIA A100-SXM4-80GB",Hostname="node-3",'
+                  'namespace="ml",pod="infer-1",container="main"',
         # near-full whole A100-80GB, busy: the request stays
         "train": 'gpu="1",UUID="GPU-a1",modelName="NVIDIA A100-SXM4-80GB",Hostname="node-1",'
                  'namespace="ml",pod="train-0",container="main"',
@@ -86,13 +89,33 @@ def dcgm_openmetrics(base):
         sm = "NaN" if i in (10, 11, 500) else f"{0.25 + 0.05 * day:.4f}"
         fam["DCGM_FI_PROF_SM_ACTIVE"].append((labels["infer"], sm, t))
         fam["DCGM_FI_DEV_GPU_UTIL"].append((labels["infer"], 30 + 5 * day, t))
+        fam["DCGM_FI_DEV_FB_USED"].append((labels["infer1"], 5800 + 1000 * day, t))
+        fam["DCGM_FI_PROF_SM_ACTIVE"].append((labels["infer1"], f"{0.2 + 0.05 * day:.4f}", t))
         fam["DCGM_FI_DEV_FB_USED"].append((labels["train"], 74000 + 500 * day, t))
         fam["DCGM_FI_PROF_SM_ACTIVE"].append((labels["train"], 0.9, t))
         fam["DCGM_FI_DEV_FB_USED"].append((labels["nb"], 4096 + 256 * day, t))
         fam["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].append((labels["nb"], 0.4 + 0.1 * day, t))
         fam["DCGM_FI_DEV_FB_USED"].append((labels["free"], 0, t))
         fam["DCGM_FI_DEV_GPU_UTIL"].append((labels["free"], 0, t))
+    # kube-state-metrics: infer-0/1 belong to ReplicaSet infer-6f9 of Deployment infer; train-0
+    # to Job train; nb-0 has no owner series.
+    owners = {
+        "kube_pod_owner": [
+            'namespace="ml",pod="infer-0",owner_kind="ReplicaSet",owner_name="infer-6f9",'
+            'owner_is_controller="true"',
+            'namespace="ml",pod="infer-1",owner_kind="ReplicaSet",owner_name="infer-6f9",'
+            'owner_is_controller="true"',
+            'namespace="ml",pod="train-0",owner_kind="Job",owner_name="train",'
+            'owner_is_controller="true"'],
+        "kube_replicaset_owner": [
+            'namespace="ml",replicaset="infer-6f9",owner_kind="Deployment",owner_name="infer",'
+            'owner_is_controller="true"'],
+    }
     lines = []
+    for name, series in owners.items():
+        lines.append(f"# TYPE {name} gauge")
+        for lab in series:
+            lines += [f"{name}{{{lab}}} 1 {base + i * STEP}" for i in range(n)]
     for name, samples in fam.items():
         lines.append(f"# TYPE {name} gauge")
         # one series after the other, each in time order
@@ -123,7 +146,7 @@ def advise(tessera):
             return [f"promtool tsdb create-blocks-from: {r.stdout} {r.stderr}"]
         url = promlib.start_prometheus(procs, tmp, "global: {}\n", storage=data)
         got = promlib.query(url, "count(DCGM_FI_DEV_FB_USED)", at=last)
-        if not got or got[0]["value"][1] != "4":
+        if not got or got[0]["value"][1] != "5":
             failures.append(f"backfilled FB_USED series at the end: {got}")
 
         report = os.path.join(tmp, "report.json")
@@ -138,20 +161,24 @@ def advise(tessera):
         with open(report) as f:
             doc = json.load(f)
         items = {w["key"]: w for w in doc["workloads"]}
-        want_keys = {"ml/Pod/infer-0", "ml/Pod/train-0", "dev/Pod/nb-0"}
+        want_keys = {"ml/Deployment/infer", "ml/Job/train", "dev/Pod/nb-0"}
         if set(items) != want_keys:
             failures.append(f"workloads {sorted(items)} != {sorted(want_keys)}")
             return failures
-        infer = items["ml/Pod/infer-0"]
+        infer = items["ml/Deployment/infer"]
+        if infer["pods"] != 2:
+            failures.append(f"Deployment infer: {infer['pods']} pods, want its 2 replicas")
         rec = infer["recommended"]
         if not 7000 <= infer["memory_mib"]["peak"] <= 7200:
-            failures.append(f"infer-0 memory peak {infer['memory_mib']['peak']}, want ~7168")
+            failures.append(f"Deployment infer memory peak {infer['memory_mib']['peak']}, "
+                            "want ~7168")
         if infer["requested"].get("gpus") != 1 or infer["gpu_model"] != "A100-80GB":
-            failures.append(f"infer-0 request {infer['requested']} on {infer['gpu_model']}")
+            failures.append(f"Deployment infer request {infer['requested']} on "
+                            f"{infer['gpu_model']}")
         if infer["keep"] or not (7168 <= rec.get("memory_mib", 0) <= 20480) \
                 or rec["gpu_fraction"] >= 0.5:
-            failures.append(f"infer-0: recommended {rec}, want a slice of 7-20 GiB")
-        train = items["ml/Pod/train-0"]
+            failures.append(f"Deployment infer: recommended {rec}, want a slice of 7-20 GiB")
+        train = items["ml/Job/train"]
         if not train["keep"] or train["recommended"].get("gpus") != 1:
             failures.append(f"train-0 should keep its whole GPU: {train['recommended']}")
         nb = items["dev/Pod/nb-0"]
