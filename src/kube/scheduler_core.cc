@@ -94,6 +94,27 @@ std::string SchedulerCore::Metrics(double now) const {
   out += "# TYPE tessera_pending_oldest_seconds gauge\n";
   for (const auto& [q, t] : oldest)
     out += "tessera_pending_oldest_seconds{queue=\"" + q + "\"} " + std::to_string(t) + "\n";
+  {
+    std::map<std::string, int64_t> nominal;
+    for (const QueueSpec& q : config_.queues) {
+      int64_t sum = 0;
+      for (const FlavorQuota& f : q.flavors) sum += f.nominal.gpu;
+      nominal[q.name] = sum;
+    }
+    auto gpus = [](int64_t milli) { return std::to_string(static_cast<double>(milli) / 1000); };
+    out +=
+        "# HELP tessera_queue_used_gpus GPU-equivalents held by the running pods of a queue.\n"
+        "# TYPE tessera_queue_used_gpus gauge\n";
+    for (const auto& q : admission_->Queues())
+      if (q.name != kExternalQueue)
+        out += "tessera_queue_used_gpus{queue=\"" + q.name + "\"} " + gpus(q.usage.gpu) + "\n";
+    out +=
+        "# HELP tessera_queue_nominal_gpus Nominal GPU quota of a queue, summed over its flavors "
+        "(only queues with a quota).\n"
+        "# TYPE tessera_queue_nominal_gpus gauge\n";
+    for (const auto& [q, milli] : nominal)
+      out += "tessera_queue_nominal_gpus{queue=\"" + q + "\"} " + gpus(milli) + "\n";
+  }
   out += "# HELP tessera_invalid_pods_total GPU pods rejected because their request is invalid.\n";
   out += "# TYPE tessera_invalid_pods_total counter\n";
   out += "tessera_invalid_pods_total " + std::to_string(stats_.invalid) + "\n";

@@ -319,6 +319,8 @@ TEST(SchedulerCoreTest, MetricsExposition) {
   EXPECT_NE(m.find("tessera_pending_oldest_seconds{queue=\"default\"} 10"), std::string::npos) << m;
   EXPECT_NE(m.find("tessera_gpu_allocated_ratio 0.25"), std::string::npos) << m;
   EXPECT_NE(m.find("tessera_gpu_fragmentation_ratio 0.33"), std::string::npos) << m;
+  EXPECT_NE(m.find("tessera_queue_used_gpus{queue=\"default\"} 0.5"), std::string::npos) << m;
+  EXPECT_EQ(m.find("tessera_queue_nominal_gpus{"), std::string::npos) << m;  // no quota
 }
 
 // ---- end to end through HTTP
