@@ -420,7 +420,8 @@ TEST(Manifests, PrometheusRules) {
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_EQ(rules[0].node["apiVersion"].as<std::string>(), "monitoring.coreos.com/v1");
   std::set<std::string> alerts;
-  static const std::regex kMetric("\\b(tessera_[a-z_]+)");
+  // Tessera's own series, DCGM exporter series (the GPU alerts) or a scrape target's `up`.
+  static const std::regex kMetric("\\b(tessera_[a-z_]+|DCGM_FI_[A-Z_]+|up\\{)");
   for (const auto& g : rules[0].node["spec"]["groups"]) {
     for (const auto& r : g["rules"]) {
       const std::string alert = r["alert"].as<std::string>();
