@@ -19,6 +19,8 @@ Status ValidateNodeSpec(const NodeSpec& spec) {
                            " outside 0.." + std::to_string(kMaxGpusPerNode));
   if ((spec.gpu_count > 0) != (spec.model != kNoGpuModel))
     return InvalidArgument("node '" + spec.name + "': GPU count and GPU model must go together");
+  if (spec.gpu_memory_mib < 0)
+    return InvalidArgument("node '" + spec.name + "': GPU memory must not be negative");
   if (spec.model != kNoGpuModel && spec.model >= GpuCatalog::Builtin().size())
     return InvalidArgument("node '" + spec.name + "': GPU model id " + std::to_string(spec.model) +
                            " is not in the catalog");
@@ -73,7 +75,9 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   f.gpu_total = 1000 * spec.gpu_count;
   std::vector<GpuSlices> gpus(spec.gpu_count);
   if (spec.model != kNoGpuModel) {
-    const int64_t memory = GpuCatalog::Builtin().Get(spec.model).memory_mib;
+    const int64_t memory = spec.gpu_memory_mib > 0
+                               ? spec.gpu_memory_mib
+                               : GpuCatalog::Builtin().Get(spec.model).memory_mib;
     for (auto& g : gpus) {
       g.model = spec.model;
       g.memory_mib = memory;

@@ -24,6 +24,9 @@ struct NodeSpec {
   int gpu_count = 0;
   GpuModelId model = kNoGpuModel;  // kNoGpuModel iff gpu_count == 0
   std::map<std::string, std::string> labels;
+  // Memory of each GPU as the node reports it (NVML's total, a little below the nominal size);
+  // 0 = the catalog model's. MPS limits and time-slice memory are bounded by it.
+  int64_t gpu_memory_mib = 0;
 };
 
 // What a workload (one pod) asks for. num_gpu == 0: CPU-only. num_gpu == 1 and

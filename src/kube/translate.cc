@@ -809,6 +809,9 @@ Result<NodeInfo> TranslateNodeImpl(const Json& node) {
         return InvalidArgument(where + ": mixed GPU models (" + model + ", " + e.model +
                                ") on one node are not supported");
       if (!e.healthy) info.unhealthy |= GpuMask{1} << e.index;
+      if (e.memory_mib > 0 &&
+          (info.spec.gpu_memory_mib == 0 || e.memory_mib < info.spec.gpu_memory_mib))
+        info.spec.gpu_memory_mib = e.memory_mib;
     }
     info.model = *GpuCatalog::Builtin().Find(model);
     info.spec.gpu_count = static_cast<int>(info.inventory.size());
@@ -833,6 +836,9 @@ Result<NodeInfo> TranslateNodeImpl(const Json& node) {
       auto id = ModelFromProduct(product);
       if (!id.ok()) return InvalidArgument(where + ": " + id.status().message());
       info.model = *id;
+      // GFD's nvidia.com/gpu.memory: GPU 0's memory in MiB.
+      auto mem = ParseQuantityInt(Json(label("nvidia.com/gpu.memory")));
+      if (mem.ok() && *mem > 0) info.spec.gpu_memory_mib = *mem;
     }
   }
   info.spec.model = info.spec.gpu_count > 0 ? info.model : kNoGpuModel;

@@ -155,6 +155,21 @@ TEST(SchedulerSlicesTest, StandardSharesBecomeMpsClientsWithTheirLimits) {
   EXPECT_NE(b.at("whole").gpus, std::vector<int>{*gpus.begin()});
 }
 
+TEST(SchedulerSlicesTest, MpsLimitsStayWithinTheMemoryTheNodeReports) {
+  // The inventory reports 81,559 MiB (NVML's total), below the catalog's 80 GiB: five 16 GiB
+  // clients (81,920 MiB) do not fit on the one GPU, four do.
+  auto core = Core();
+  core->UpsertNode(kubetest::GpuNodeJson("a", 1));
+  for (int i = 0; i < 5; ++i)
+    core->UpsertPod(PodJson("p" + std::to_string(i), {{"tessera.io/gpu-memory", "16Gi"}}));
+  const auto a = Assignments(core->Cycle(1));
+  EXPECT_EQ(a.size(), 4u);
+  EXPECT_EQ(core->cluster().gpu(0, 0).memory_mib, 81559);
+  int64_t limits = 0;
+  for (const auto& [name, as] : a) limits += as.memory_limit_mib;
+  EXPECT_LE(limits, 81559);
+}
+
 TEST(SchedulerSlicesTest, SharesStayMilliSharesWhenSelectionIsOff) {
   auto core = Core(true, /*select_shares=*/false);
   core->UpsertNode(MigNodeJson("m", {"", ""}));
