@@ -43,7 +43,8 @@ std::optional<SliceAssignment> ToSlice(const Assignment& a, const PodRequest& p,
   if (!s || s->kind != SliceKind::kShare) return s;
   s->kind = SliceKind::kMps;
   s->thread_pct = std::clamp((a.gpu_milli + 9) / 10, 1, 100);
-  const int64_t card = GpuCatalog::Builtin().Get(n.model).memory_mib;
+  const int64_t card = n.spec.gpu_memory_mib > 0 ? n.spec.gpu_memory_mib
+                                                 : GpuCatalog::Builtin().Get(n.model).memory_mib;
   s->memory_mib = a.memory_limit_mib > 0
                       ? a.memory_limit_mib
                       : std::max<int64_t>(p.gpu.memory_mib, card * a.gpu_milli / 1000);
