@@ -1,11 +1,13 @@
 #include "agent/agent_loop.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <httplib.h>
 

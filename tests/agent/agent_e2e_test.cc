@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/agent_loop.h"
@@ -277,9 +278,19 @@ TEST_F(AgentE2e, AStandardShareGetsAnMpsDaemonWithItsLimits) {
 
 TEST_F(AgentE2e, MetricsAndHealthAreServed) {
   Init("");
-  ASSERT_TRUE(loop_->Pass().ok());
   ASSERT_GT(loop_->metrics_port(), 0);
-  const std::string m = loop_->Metrics();
+  httplib::Client http("127.0.0.1", loop_->metrics_port());
+  auto before = http.Get("/healthz");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 503);  // nothing discovered yet
+  ASSERT_TRUE(loop_->Pass().ok());
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  const std::string m = metrics->body;
   EXPECT_NE(m.find("tessera_agent_up 1\n"), std::string::npos) << m;
   EXPECT_NE(m.find("tessera_agent_discovery_errors_total 0\n"), std::string::npos) << m;
   EXPECT_NE(m.find("DCGM_FI_DEV_FB_USED"), std::string::npos) << m;
