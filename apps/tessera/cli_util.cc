@@ -145,4 +145,10 @@ int Fail(const Status& st) {
   return 1;
 }
 
+Result<kube::ClientConfig> KubeClientConfig(bool in_cluster, const std::string& kubeconfig,
+                                            const std::string& context) {
+  if (in_cluster || kubeconfig.empty()) return kube::InClusterConfig();
+  return kube::LoadKubeconfig(kubeconfig, context);
+}
+
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kube/client.h"
 
 namespace tessera {
 
@@ -48,5 +49,10 @@ std::string JoinNames(const std::vector<std::string>& names);
 
 // Prints "tessera: <message>" to stderr and returns the exit code 1.
 int Fail(const Status& st);
+
+// The API client configuration of the scheduler and the agent: the kubeconfig file (and
+// context) when one is given and --in-cluster is not set, else the pod's service account.
+Result<kube::ClientConfig> KubeClientConfig(bool in_cluster, const std::string& kubeconfig,
+                                            const std::string& context);
 
 }  // namespace tessera

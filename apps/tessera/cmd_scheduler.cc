@@ -50,9 +50,7 @@ int RunScheduler(const SchedulerArgs& a) {
   }
   Status valid = cfg.Validate();
   if (!valid.ok()) return Fail(valid);
-  auto client_cfg = a.in_cluster || a.kubeconfig.empty()
-                        ? kube::InClusterConfig()
-                        : kube::LoadKubeconfig(a.kubeconfig, a.context);
+  auto client_cfg = KubeClientConfig(a.in_cluster, a.kubeconfig, a.context);
   if (!client_cfg.ok()) return Fail(client_cfg.status());
   if (a.kube_api_burst < 1) return Fail(InvalidArgument("--kube-api-burst must be at least 1"));
   client_cfg->qps = a.kube_api_qps;

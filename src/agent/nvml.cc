@@ -492,7 +492,9 @@ const char* GpuLinkName(GpuLink link) {
 
 Result<std::unique_ptr<GpuBackend>> OpenNvml(const std::string& library) {
   dlerror();
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: the library stays mapped after dlclose. NVML keeps process-wide state, an
+  // agent opens it once, and objects the library allocated stay reachable.
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) {
     const char* err = dlerror();
     return Unavailable(library + " not found: is the NVIDIA driver installed? (dlopen: " +

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -234,6 +235,7 @@ TEST(Manifests, EveryDocumentHasIdentityAndKnownKind) {
                                         "RoleBinding",
                                         "ConfigMap",
                                         "Deployment",
+                                        "DaemonSet",
                                         "Service",
                                         "NetworkPolicy",
                                         "CustomResourceDefinition",
@@ -258,8 +260,8 @@ TEST(Manifests, EveryDocumentHasIdentityAndKnownKind) {
     }
     dirs.insert(d.file.substr(0, d.file.find('/')));
   }
-  EXPECT_EQ(dirs,
-            (std::set<std::string>{"crds", "extender", "monitoring", "samples", "scheduler"}));
+  EXPECT_EQ(dirs, (std::set<std::string>{"agent", "crds", "extender", "monitoring", "samples",
+                                         "scheduler"}));
 }
 
 TEST(Manifests, RbacIsLeastPrivilege) {
@@ -288,6 +290,11 @@ TEST(Manifests, RbacIsLeastPrivilege) {
   // both ways, by tests/security/rbac_test.cc; here only the structure is checked.
   EXPECT_TRUE(has("tessera-scheduler|/pods/binding", "create"));
   EXPECT_TRUE(has("tessera-extender|/pods/binding", "create"));
+  // The node agent patches nodes and MigLayout status, and never binds, evicts or writes pods.
+  EXPECT_TRUE(has("tessera-agent|/nodes", "patch"));
+  EXPECT_TRUE(has("tessera-agent|tessera.io/miglayouts/status", "patch"));
+  EXPECT_FALSE(grants.count("tessera-agent|/pods/binding"));
+  EXPECT_FALSE(has("tessera-agent|/pods", "patch"));
   // Leases only in the scheduler's namespace, never cluster-wide; nothing may delete.
   EXPECT_FALSE(grants.count("tessera-scheduler|coordination.k8s.io/leases"));
   EXPECT_EQ(Find("Role", "tessera-scheduler-leader-election")->ns(), "tessera-system");
@@ -347,6 +354,39 @@ TEST(Manifests, SchedulerDeployment) {
   EXPECT_TRUE(cfg->Validate().ok()) << cfg->Validate().message();
   EXPECT_EQ(cfg->leader.ns, d->ns());
   EXPECT_EQ(cfg->core.scheduler_name, "tessera");
+}
+
+TEST(Manifests, AgentDaemonSet) {
+  const Doc* d = Find("DaemonSet", "tessera-agent");
+  ASSERT_NE(d, nullptr);
+  const YAML::Node spec = d->node["spec"];
+  const YAML::Node pod = spec["template"]["spec"];
+  EXPECT_EQ(pod["serviceAccountName"].as<std::string>(), "tessera-agent");
+  EXPECT_TRUE(pod["nodeSelector"].IsMap());
+  const YAML::Node c = pod["containers"][0];
+  const auto args = Strings(c["args"]);
+  ASSERT_FALSE(args.empty());
+  EXPECT_EQ(args[0], "agent");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--node=$(NODE_NAME)"), args.end());
+  bool node_from_downward_api = false;
+  for (const auto& e : c["env"])
+    if (e["name"].as<std::string>() == "NODE_NAME")
+      node_from_downward_api =
+          e["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>("") == "spec.nodeName";
+  EXPECT_TRUE(node_from_downward_api);
+  EXPECT_TRUE(c["securityContext"]["privileged"].as<bool>(false));
+  EXPECT_TRUE(c["livenessProbe"]);
+  EXPECT_TRUE(c["resources"]["limits"]["memory"]);
+  std::set<std::string> host_paths, mounts;
+  for (const auto& v : pod["volumes"]) host_paths.insert(v["hostPath"]["path"].as<std::string>(""));
+  for (const auto& m : c["volumeMounts"]) mounts.insert(m["mountPath"].as<std::string>(""));
+  for (const char* p : {"/var/lib/kubelet/device-plugins", "/var/run/cdi", "/run/tessera/mps",
+                        "/var/lib/tessera/agent"}) {
+    EXPECT_TRUE(host_paths.count(p)) << p;
+    EXPECT_TRUE(mounts.count(p)) << p;
+  }
+  EXPECT_EQ(spec["selector"]["matchLabels"]["app.kubernetes.io/name"].as<std::string>(),
+            spec["template"]["metadata"]["labels"]["app.kubernetes.io/name"].as<std::string>());
 }
 
 TEST(Manifests, ExtenderWiring) {

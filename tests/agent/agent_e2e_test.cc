@@ -1,0 +1,300 @@
+// The node flow end to end, in one process: the agent loop over the fake NVML publishes the
+// node's GPUs to the fake API server, the real scheduler runtime places pods on them (asking
+// for a MIG re-layout when needed), the agent applies the layout and reports it, the scheduler
+// binds, and the fake kubelet's Allocate gets the device the assignment names. Standard shares
+// become MPS clients and the agent starts their GPU's MPS daemon with the limits.
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/agent_loop.h"
+#include "kube/scheduler.h"
+#include "kube/translate.h"
+#include "tests/agent/fake_kubelet.h"
+#include "tests/agent/fake_node.h"
+#include "tests/kube/fake_apiserver.h"
+
+namespace tessera::agent {
+namespace {
+
+using Json = nlohmann::json;
+using kube::testing::FakeApiServer;
+using testing_support::FakeNode;
+using testing_support::TempPath;
+using namespace std::chrono_literals;
+
+// The fake NVML stays mapped for the whole run (one reference never released), so memory its
+// process-lifetime objects hold stays reachable for LeakSanitizer when the backends dlclose it.
+[[maybe_unused]] void* const kPinnedNvml = dlopen(kNvmlLibrary, RTLD_NOW);
+
+constexpr const char* kNode = "gpu-a";
+constexpr const char* kGpuUuid = "GPU-e2e-0";
+
+Json NodeObject() {
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata", {{"name", kNode}, {"labels", {{"nvidia.com/mig-7g.80gb.count", "1"}}}}},
+          {"spec", Json::object()},
+          {"status",
+           {{"allocatable", {{"cpu", "64"}, {"memory", "512Gi"}, {"nvidia.com/gpu", "1"}}},
+            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+}
+
+Json PodObject(const std::string& name, const Json& limits) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", "ml"}}},
+          {"spec",
+           {{"schedulerName", "tessera"},
+            {"containers", Json::array({{{"name", "main"},
+                                         {"image", "cuda"},
+                                         {"resources",
+                                          {{"limits", limits},
+                                           {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}}}};
+}
+
+template <typename F>
+bool WaitFor(F cond, std::chrono::milliseconds timeout = 20s) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return cond();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class AgentE2e : public ::testing::Test {
+ protected:
+  void Init(const std::string& mig_layout) {
+    Json gpu = {{"model", "A100-80GB"}, {"uuid", kGpuUuid}, {"mig", !mig_layout.empty()}};
+    if (!mig_layout.empty()) gpu["mig_layout"] = mig_layout;
+    nvml_ = std::make_unique<FakeNode>(Json{{"gpus", Json::array({gpu})}});
+    char tmpl[] = "/tmp/tessera-e2e-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    record_ = dir_ + "/mps.log";
+    setenv("TESSERA_FAKE_MPS_RECORD", record_.c_str(), 1);
+    ASSERT_TRUE(server_.Start().ok());
+    ASSERT_TRUE(server_.Create("/api/v1/nodes", NodeObject()).ok());
+    auto c = kube::Client::Create(server_.client_config());
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+    auto b = OpenNvml();
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    backend_ = std::move(*b);
+    kubelet_ = std::make_unique<testing::FakeKubelet>(dir_);
+    ASSERT_TRUE(kubelet_->Start().ok());
+    config_.node_name = kNode;
+    config_.plugin.plugin_dir = dir_;
+    config_.plugin.kubelet_poll_ms = 100;
+    config_.plugin.allocator.cdi_dir = dir_ + "/cdi";
+    config_.plugin.allocator.mps_root = dir_ + "/mps";
+    config_.mps.control = std::string(TESSERA_AGENT_TEST_DIR) + "/fake_mps_control.sh";
+    config_.state_dir = dir_ + "/state";
+    config_.metrics_address = "127.0.0.1:0";
+    config_.proc_root = dir_ + "/proc";
+    pods_ = std::make_unique<KubePodSource>(*client_, kNode);
+    loop_ = std::make_unique<AgentLoop>(*client_, *backend_, *pods_, config_);
+    ASSERT_TRUE(loop_->Start().ok());
+  }
+
+  void StartScheduler() {
+    kube::SchedulerRuntimeConfig cfg;
+    cfg.core.gang_settle_s = 0;
+    cfg.core.mig_relayout = true;
+    cfg.core.mig_relayout_timeout_s = 60;
+    cfg.pod_events = false;
+    scheduler_ = std::make_unique<kube::Scheduler>(*client_, cfg);
+    scheduler_thread_ = std::thread([this] { EXPECT_TRUE(scheduler_->Run(stop_).ok()); });
+  }
+
+  void TearDown() override {
+    stop_ = true;
+    if (scheduler_thread_.joinable()) scheduler_thread_.join();
+    if (loop_) loop_->Stop();
+    MpsOptions mo = config_.mps;
+    mo.root = config_.plugin.allocator.mps_root;
+    MpsManager mps(mo);
+    if (!dir_.empty()) (void)mps.Reconcile({});
+    loop_.reset();
+    kubelet_.reset();
+    scheduler_.reset();
+    pods_.reset();
+    client_.reset();
+    server_.Stop();
+    unsetenv("TESSERA_FAKE_MPS_RECORD");
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  Json Get(const std::string& path) { return server_.Get(path).value_or(Json()); }
+  Json Pod(const std::string& name) { return Get("/api/v1/namespaces/ml/pods/" + name); }
+  std::string Annotation(const Json& obj, const char* key) {
+    return obj.value("metadata", Json::object())
+        .value("annotations", Json::object())
+        .value(key, std::string());
+  }
+  Result<kube::Assignment> WaitForBinding(const std::string& pod) {
+    bool bound = WaitFor([&] {
+      const Json p = Pod(pod);
+      return p.value("spec", Json::object()).value("nodeName", "") == kNode &&
+             !Annotation(p, kube::kAnnotationAssignment).empty();
+    });
+    if (!bound) return NotFound("pod " + pod + " was not bound: " + Pod(pod).dump());
+    return kube::DecodeAssignment(Annotation(Pod(pod), kube::kAnnotationAssignment));
+  }
+
+  FakeApiServer server_;
+  std::unique_ptr<FakeNode> nvml_;
+  std::string dir_, record_;
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<GpuBackend> backend_;
+  std::unique_ptr<testing::FakeKubelet> kubelet_;
+  AgentConfig config_;
+  std::unique_ptr<KubePodSource> pods_;
+  std::unique_ptr<AgentLoop> loop_;
+  std::atomic<bool> stop_{false};
+  std::unique_ptr<kube::Scheduler> scheduler_;
+  std::thread scheduler_thread_;
+};
+
+TEST_F(AgentE2e, AMigPodIsReLaidOutBoundAndAllocatedItsInstance) {
+  Init("3g.40gb@0 3g.40gb@4");
+  // 1. The agent publishes the inventory and the labels (a stale GFD label goes).
+  ASSERT_TRUE(loop_->Pass().ok());
+  const Json node = Get("/api/v1/nodes/gpu-a");
+  auto inv = kube::DecodeInventory(Annotation(node, kube::kAnnotationInventory));
+  ASSERT_TRUE(inv.ok()) << node.dump();
+  ASSERT_EQ(inv->size(), 1u);
+  EXPECT_EQ((*inv)[0].uuid, kGpuUuid);
+  EXPECT_EQ((*inv)[0].mig_layout, "3g.40gb@0 3g.40gb@4");
+  const Json labels = node["metadata"]["labels"];
+  EXPECT_EQ(labels.value("nvidia.com/mig-3g.40gb.count", ""), "2");
+  EXPECT_FALSE(labels.contains("nvidia.com/mig-7g.80gb.count"));
+  ASSERT_TRUE(loop_->Pass().ok());
+  EXPECT_NE(loop_->Metrics().find("tessera_agent_inventory_publishes_total 1\n"),
+            std::string::npos);
+
+  // 2. A 1g.10gb pod needs a re-layout: the scheduler records it in the MigLayout object.
+  StartScheduler();
+  ASSERT_TRUE(server_
+                  .Create("/api/v1/namespaces/ml/pods",
+                          PodObject("small", {{"nvidia.com/mig-1g.10gb", "1"}}))
+                  .ok());
+  const std::string layout_path = std::string(kube::kMigLayoutsPath) + "/" + kNode;
+  ASSERT_TRUE(WaitFor([&] { return server_.Get(layout_path).has_value(); }));
+  const Json spec = Get(layout_path)["spec"]["gpus"]["0"];
+  EXPECT_NE(spec.value("layout", "").find("1g.10gb@"), std::string::npos) << spec.dump();
+
+  // 3. The agent applies it and reports Applied.
+  ASSERT_TRUE(loop_->Pass().ok());
+  EXPECT_EQ(nvml_->Instances(0), spec.value("layout", "")) << nvml_->State().dump();
+  const Json status = Get(layout_path)["status"]["gpus"]["0"];
+  EXPECT_EQ(status.value("state", ""), "Applied") << status.dump();
+  EXPECT_NE(loop_->Metrics().find("tessera_agent_mig_applies_total{result=\"applied\"} 1\n"),
+            std::string::npos);
+
+  // 4. The scheduler binds the pod to a concrete instance.
+  auto a = WaitForBinding("small");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->kind, kube::AssignmentKind::kMig);
+  EXPECT_EQ(a->mig_instance.rfind("1g.10gb@", 0), 0u) << a->mig_instance;
+
+  // 5. The kubelet allocates a 1g.10gb device: the container sees that instance.
+  ASSERT_TRUE(loop_->Pass().ok());
+  ASSERT_NE(loop_->plugin(), nullptr);
+  std::string want;
+  const NodeGpuState state = loop_->plugin()->allocator().State();
+  for (const auto& mi : state.gpus[0].mig_instances)
+    if (mi.placement() == a->mig_instance) want = mi.compute_instances.at(0).uuid;
+  ASSERT_FALSE(want.empty());
+  const std::string endpoint = "tessera-mig-1g.10gb.sock";
+  auto list = kubelet_->FirstListAndWatch(endpoint);
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_GT(list->devices_size(), 0);
+  auto stub = kubelet_->Dial(endpoint);
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(list->devices(list->devices_size() - 1).id());
+  v1beta1::AllocateResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  grpc::Status st = stub->Allocate(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 1);
+  EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), want);
+}
+
+TEST_F(AgentE2e, AStandardShareGetsAnMpsDaemonWithItsLimits) {
+  Init("");
+  ASSERT_TRUE(loop_->Pass().ok());
+  StartScheduler();
+  ASSERT_TRUE(server_
+                  .Create("/api/v1/namespaces/ml/pods",
+                          PodObject("share", {{"tessera.io/gpu-compute", "30"},
+                                              {"tessera.io/gpu-memory", "12Gi"}}))
+                  .ok());
+  auto a = WaitForBinding("share");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->kind, kube::AssignmentKind::kMps);
+  ASSERT_TRUE(loop_->Pass().ok());
+  const std::string rec = ReadFile(record_);
+  EXPECT_NE(rec.find(std::string("run -d | CUDA_VISIBLE_DEVICES=") + kGpuUuid), std::string::npos)
+      << rec;
+  EXPECT_NE(rec.find("stdin set_default_active_thread_percentage " +
+                     std::to_string(a->mps_thread_pct) + "\n"),
+            std::string::npos)
+      << rec;
+  EXPECT_NE(rec.find("stdin set_default_device_pinned_mem_limit 0 " +
+                     std::to_string(a->memory_limit_mib) + "M\n"),
+            std::string::npos)
+      << rec;
+  EXPECT_NE(loop_->Metrics().find("tessera_agent_mps_daemons 1\n"), std::string::npos);
+
+  // The pod ends: the daemon is stopped at the next pass.
+  ASSERT_TRUE(server_
+                  .MergePatch("/api/v1/namespaces/ml/pods/share/status",
+                              {{"status", {{"phase", "Succeeded"}}}})
+                  .ok());
+  ASSERT_TRUE(loop_->Pass().ok());
+  EXPECT_NE(ReadFile(record_).find("stdin quit\n"), std::string::npos);
+}
+
+TEST_F(AgentE2e, MetricsAndHealthAreServed) {
+  Init("");
+  ASSERT_GT(loop_->metrics_port(), 0);
+  httplib::Client http("127.0.0.1", loop_->metrics_port());
+  auto before = http.Get("/healthz");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 503);  // nothing discovered yet
+  ASSERT_TRUE(loop_->Pass().ok());
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  const std::string m = metrics->body;
+  EXPECT_NE(m.find("tessera_agent_up 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("tessera_agent_discovery_errors_total 0\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("DCGM_FI_DEV_FB_USED"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace tessera::agent
