@@ -9,8 +9,9 @@
 // tessera.io/assignment names one instance (the node keeps the last 110 pods, a full node).
 // Each Allocate writes its CDI spec (fsync + rename) under --dir, so the file system there counts:
 // /var/run/cdi is a tmpfs on most nodes, like /dev/shm. Prints and writes (--json)
-// {"allocate_p50_us", "allocate_p99_us", "rss_mb", "calls", "gpus", "mig_instances"}; rss_mb
-// is the process's resident set after the calls.
+// {"allocate_p50_us", "allocate_p99_us", "rss_mb", "mig_relayout_ms", "calls", "gpus",
+// "mig_instances", "mig_relayouts"}; rss_mb is the process's resident set after the calls;
+// mig_relayout_ms the median time to apply one GPU's new layout on the fake backend.
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "agent/allocate.h"
 #include "agent/device_plugin.h"
 #include "agent/discovery.h"
+#include "agent/mig_apply.h"
 #include "agent/nvml.h"
 #include "kube/translate.h"
 #include "tests/agent/fake_kubelet.h"
@@ -149,6 +151,29 @@ int main(int argc, char** argv) {
   plugin.Stop();
   kubelet.Stop();
 
+  // MIG re-layout on the fake backend: each GPU alternates between seven 1g.10gb instances and
+  // two 3g.40gb (destroy 7 + create 2, then destroy 2 + create 7), as the agent applies a
+  // MigLayout revision: validation, reading NVML, the process check, destroy and create.
+  const std::string two = "3g.40gb@0 3g.40gb@4";
+  std::vector<double> relayout_ms;
+  MigApplyOptions apply;
+  apply.state_dir = dir;  // with the crash-safety journal, as the agent runs
+  for (int round = 0; round < 4; ++round) {
+    for (int g = 0; g < gpus; ++g) {
+      GpuLayoutSpec spec;
+      spec.index = g;
+      spec.revision = round + 1;
+      spec.layout = round % 2 == 0 ? two : layout;
+      const auto t0 = std::chrono::steady_clock::now();
+      const GpuLayoutStatus st = ApplyGpuLayout(**nvml, spec, apply);
+      const auto t1 = std::chrono::steady_clock::now();
+      if (st.state != LayoutState::kApplied) return Fail("MIG re-layout: " + st.message);
+      relayout_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+  }
+  std::sort(relayout_ms.begin(), relayout_ms.end());
+  const double relayout_p50 = relayout_ms[relayout_ms.size() / 2];
+
   std::sort(us.begin(), us.end());
   auto pct = [&](double q) {
     return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))];
@@ -156,13 +181,15 @@ int main(int argc, char** argv) {
   nlohmann::json out = {{"allocate_p50_us", pct(0.50)},
                         {"allocate_p99_us", pct(0.99)},
                         {"rss_mb", rss},
+                        {"mig_relayout_ms", relayout_p50},
+                        {"mig_relayouts", relayout_ms.size()},
                         {"calls", calls},
                         {"gpus", gpus},
                         {"mig_instances", instances}};
   std::printf(
       "Allocate over gRPC, %d calls, %d GPUs x 7 MIG instances: p50 %.0f us, p99 %.0f us; "
-      "RSS %.1f MB\n",
-      calls, gpus, pct(0.50), pct(0.99), rss);
+      "RSS %.1f MB; MIG re-layout (7x 1g.10gb <-> 2x 3g.40gb) median %.2f ms over %zu\n",
+      calls, gpus, pct(0.50), pct(0.99), rss, relayout_p50, relayout_ms.size());
   if (!json_path.empty()) {
     std::ofstream f(json_path + ".tmp");
     f << out.dump(2) << "\n";
