@@ -145,10 +145,15 @@ int Fail(const Status& st) {
   return 1;
 }
 
-Result<kube::ClientConfig> KubeClientConfig(bool in_cluster, const std::string& kubeconfig,
-                                            const std::string& context) {
-  if (in_cluster || kubeconfig.empty()) return kube::InClusterConfig();
-  return kube::LoadKubeconfig(kubeconfig, context);
+void AddKubeClientFlags(CLI::App& cmd, KubeClientFlags& flags) {
+  cmd.add_option("--kubeconfig", flags.kubeconfig, "kubeconfig file (default: in-cluster config)");
+  cmd.add_option("--context", flags.context, "kubeconfig context (default: current-context)");
+  cmd.add_flag("--in-cluster", flags.in_cluster, "Use the pod's service account");
+}
+
+Result<kube::ClientConfig> KubeClientConfig(const KubeClientFlags& flags) {
+  if (flags.in_cluster || flags.kubeconfig.empty()) return kube::InClusterConfig();
+  return kube::LoadKubeconfig(flags.kubeconfig, flags.context);
 }
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 // no '+', no hex, and never NaN or an infinity.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,9 +51,15 @@ std::string JoinNames(const std::vector<std::string>& names);
 // Prints "tessera: <message>" to stderr and returns the exit code 1.
 int Fail(const Status& st);
 
+// --kubeconfig, --context and --in-cluster of the commands that talk to the API server.
+struct KubeClientFlags {
+  std::string kubeconfig, context;
+  bool in_cluster = false;
+};
+void AddKubeClientFlags(CLI::App& cmd, KubeClientFlags& flags);
+
 // The API client configuration of the scheduler and the agent: the kubeconfig file (and
 // context) when one is given and --in-cluster is not set, else the pod's service account.
-Result<kube::ClientConfig> KubeClientConfig(bool in_cluster, const std::string& kubeconfig,
-                                            const std::string& context);
+Result<kube::ClientConfig> KubeClientConfig(const KubeClientFlags& flags);
 
 }  // namespace tessera

@@ -37,8 +37,8 @@ struct AgentArgs {
   bool print_inventory = false;
   std::string nvml = agent::kNvmlLibrary;
   int xid_wait_ms = 0;
-  std::string node, kubeconfig, context;
-  bool in_cluster = false;
+  std::string node;
+  KubeClientFlags kube;
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string cdi_dir = "/var/run/cdi";
   std::string mps_root = "/run/tessera/mps";
@@ -81,7 +81,7 @@ int RunLoop(const AgentArgs& a) {
   if (!interval.ok()) return Fail(interval.status().message());
   auto backend = agent::OpenNvml(a.nvml);
   if (!backend.ok()) return Fail(backend.status().message());
-  auto client_cfg = KubeClientConfig(a.in_cluster, a.kubeconfig, a.context);
+  auto client_cfg = KubeClientConfig(a.kube);
   if (!client_cfg.ok()) return Fail(client_cfg.status().message());
   client_cfg->user_agent = "tessera-agent";
   auto client = kube::Client::Create(*client_cfg);
@@ -134,9 +134,7 @@ void AddAgentCommand(CLI::App& app, int& rc) {
   cmd->add_option("--xid-wait-ms", args->xid_wait_ms, "Wait per pending XID event, ms")
       ->check(CLI::Range(0, 10000));
   cmd->add_option("--node", args->node, "This node's name (run mode)");
-  cmd->add_option("--kubeconfig", args->kubeconfig, "kubeconfig file (default: in-cluster config)");
-  cmd->add_option("--context", args->context, "kubeconfig context (default: current-context)");
-  cmd->add_flag("--in-cluster", args->in_cluster, "Use the pod's service account");
+  AddKubeClientFlags(*cmd, args->kube);
   cmd->add_option("--plugin-dir", args->plugin_dir, "kubelet device plugin directory");
   cmd->add_option("--cdi-dir", args->cdi_dir, "Directory of the CDI specs written");
   cmd->add_option("--mps-root", args->mps_root, "Root of the MPS pipe and log directories");

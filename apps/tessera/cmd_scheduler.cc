@@ -22,9 +22,10 @@ void OnSignal(int) {
 }
 
 struct SchedulerArgs {
-  std::string kubeconfig, context, config, identity, lease_namespace;
+  KubeClientFlags kube;
+  std::string config, identity, lease_namespace;
   std::string metrics_address = "0.0.0.0:10259";
-  bool in_cluster = false, leader_elect = false;
+  bool leader_elect = false;
   int bind_threads = 0;
   double kube_api_qps = 200;  // client-side rate limit of every API request
   int kube_api_burst = 400;
@@ -50,7 +51,7 @@ int RunScheduler(const SchedulerArgs& a) {
   }
   Status valid = cfg.Validate();
   if (!valid.ok()) return Fail(valid);
-  auto client_cfg = KubeClientConfig(a.in_cluster, a.kubeconfig, a.context);
+  auto client_cfg = KubeClientConfig(a.kube);
   if (!client_cfg.ok()) return Fail(client_cfg.status());
   if (a.kube_api_burst < 1) return Fail(InvalidArgument("--kube-api-burst must be at least 1"));
   client_cfg->qps = a.kube_api_qps;
@@ -77,9 +78,7 @@ void AddSchedulerCommand(CLI::App& app, int& rc) {
   auto args = std::make_shared<SchedulerArgs>();
   auto* s = app.add_subcommand("scheduler",
                                "Schedule pods with schedulerName: tessera on a Kubernetes cluster");
-  s->add_option("--kubeconfig", args->kubeconfig, "kubeconfig file (default: in-cluster config)");
-  s->add_option("--context", args->context, "kubeconfig context (default: current-context)");
-  s->add_flag("--in-cluster", args->in_cluster, "Use the pod's service account");
+  AddKubeClientFlags(*s, args->kube);
   s->add_option("--config", args->config, "Scheduler configuration (YAML, docs/OPERATIONS.md)");
   s->add_flag("--leader-elect", args->leader_elect, "Run with Lease-based leader election");
   s->add_option("--identity", args->identity, "Leader election identity (default: host_random)");
