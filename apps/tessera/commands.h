@@ -14,6 +14,7 @@ void AddSimPolluxCommand(CLI::App& sim, int& rc);   // cmd_pollux.cc: `tessera s
 void AddSimSharingCommand(CLI::App& sim, int& rc);  // cmd_sharing.cc: `tessera sim sharing`
 void AddDemoCommand(CLI::App& app, int& rc);        // cmd_demo.cc: `tessera demo`
 void AddExtenderCommand(CLI::App& app, int& rc);    // cmd_extender.cc: `tessera extender`
+void AddWebhookCommand(CLI::App& app, int& rc);     // cmd_webhook.cc: `tessera webhook`
 void AddPlanCommand(CLI::App& app, int& rc);        // cmd_plan.cc: `tessera plan ...`
 void AddAgentCommand(CLI::App& app, int& rc);       // cmd_agent.cc: `tessera agent`
 

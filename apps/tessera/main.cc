@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   tessera::AddSimFamilyCommand(*sim, rc);
   tessera::AddDemoCommand(app, rc);
   tessera::AddExtenderCommand(app, rc);
+  tessera::AddWebhookCommand(app, rc);
   tessera::AddSchedulerCommand(app, rc);
   tessera::AddPlanCommand(app, rc);
   tessera::AddAgentCommand(app, rc);

@@ -1,0 +1,245 @@
+// The pod webhook: which containers get a tessera.io/gpu-slice device, the JSON Patch applied to
+// the pod as the API server would apply it, idempotence, bad reviews, and the HTTP front end.
+#include "kube/webhook.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <openssl/evp.h>
+
+#include <string>
+#include <vector>
+
+namespace tessera::kube {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Unbase64(const std::string& in) {
+  std::string out(in.size(), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  EXPECT_GE(n, 0);
+  out.resize(static_cast<size_t>(n));
+  while (!out.empty() && out.back() == '\0') out.pop_back();  // padding
+  return out;
+}
+
+Json Review(const Json& pod, const std::string& kind = "Pod") {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", kind}}},
+            {"operation", "CREATE"},
+            {"object", pod}}}};
+}
+
+Json Container(const std::string& name, const Json& limits) {
+  Json c = {{"name", name}, {"image", "cuda"}};
+  if (!limits.is_null()) c["resources"] = {{"limits", limits}};
+  return c;
+}
+
+Json Pod(std::vector<Json> containers) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", "p"}, {"namespace", "ml"}}},
+          {"spec", {{"containers", containers}}}};
+}
+
+// Applies the review's patch to `pod` as the API server does.
+Json Apply(const Json& pod, const Json& reply) {
+  const Json& r = reply.at("response");
+  if (!r.contains("patch")) return pod;
+  EXPECT_EQ(r.at("patchType"), "JSONPatch");
+  return pod.patch(Json::parse(Unbase64(r.at("patch").get<std::string>())));
+}
+
+std::string SliceOf(const Json& pod, size_t i) {
+  const Json& c = pod["spec"]["containers"][i];
+  if (!c.contains("resources") || !c["resources"].contains("limits") ||
+      !c["resources"]["limits"].contains(kResourceGpuSlice))
+    return "";
+  return c["resources"]["limits"][kResourceGpuSlice].get<std::string>();
+}
+
+struct Case {
+  const char* name;
+  Json limits;
+  std::string want;  // gpu-slice limit after the webhook ("" = none)
+};
+
+TEST(WebhookTest, ContainersThatNoPluginServesGetOneSliceDevice) {
+  const std::vector<Case> cases = {
+      {"memory only", {{"tessera.io/gpu-memory", "10Gi"}}, "1"},
+      {"memory and cpu", {{"tessera.io/gpu-memory", "4Gi"}, {"cpu", "2"}}, "1"},
+      {"compute is served by the plugin", {{"tessera.io/gpu-compute", "30"}}, ""},
+      {"memory and compute", {{"tessera.io/gpu-memory", "4Gi"}, {"tessera.io/gpu-compute", "30"}},
+       ""},
+      {"HAMi memory", {{"nvidia.com/gpumem", "3000"}}, "1"},
+      {"HAMi cores and memory %", {{"nvidia.com/gpucores", "30"}, {"nvidia.com/gpumem-percentage", "20"}},
+       "1"},
+      {"HAMi with a whole GPU", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}, ""},
+      {"whole GPU", {{"nvidia.com/gpu", "2"}}, ""},
+      {"MIG", {{"nvidia.com/mig-1g.10gb", "1"}}, ""},
+      {"no GPU", {{"cpu", "1"}}, ""},
+      {"no resources", Json(), ""},
+      {"already has a slice", {{"tessera.io/gpu-memory", "4Gi"}, {kResourceGpuSlice, "1"}}, "1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Json pod = Pod({Container("main", c.limits)});
+    WebhookOutcome outcome;
+    auto reply = ReviewPod(Review(pod), {}, &outcome);
+    ASSERT_TRUE(reply.ok()) << reply.status().message();
+    EXPECT_EQ(reply->at("kind"), "AdmissionReview");
+    EXPECT_EQ(reply->at("response").at("uid"), "705ab4f5-6393-11e8-b7cc-42010a800002");
+    EXPECT_EQ(reply->at("response").at("allowed"), true);
+    const Json after = Apply(pod, *reply);
+    EXPECT_EQ(SliceOf(after, 0), c.want);
+    const bool changed = c.want == "1" && SliceOf(pod, 0).empty();
+    EXPECT_EQ(outcome.containers_changed, changed ? 1 : 0);
+    EXPECT_EQ(reply->at("response").contains("patch"), changed);
+    // The patch adds, never rewrites: every other field is as it was.
+    Json back = after;
+    if (changed) back["spec"]["containers"][0]["resources"]["limits"].erase(kResourceGpuSlice);
+    EXPECT_EQ(back, pod);
+    // A second pass over the patched pod changes nothing.
+    auto again = ReviewPod(Review(after), {});
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->at("response").contains("patch"));
+  }
+}
+
+TEST(WebhookTest, RequestsOnlyAndMissingLimitsGetTheirParentsCreated) {
+  Json c = {{"name", "a"}, {"resources", {{"requests", {{"tessera.io/gpu-memory", "2Gi"}}}}}};
+  Json pod = Pod({c, Container("b", {{"cpu", "1"}}), Container("c", {{"nvidia.com/gpumem", "500"}})});
+  pod["spec"]["initContainers"] = Json::array({Container("init", {{"tessera.io/gpu-memory", "1Gi"}})});
+  pod["spec"]["containers"][1].erase("resources");
+  pod["spec"]["containers"][1]["name"] = "b";
+  WebhookOutcome outcome;
+  auto reply = ReviewPod(Review(pod), {}, &outcome);
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  const Json after = Apply(pod, *reply);
+  EXPECT_EQ(outcome.containers_changed, 3);
+  EXPECT_EQ(SliceOf(after, 0), "1");
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["requests"]["tessera.io/gpu-memory"], "2Gi");
+  EXPECT_EQ(SliceOf(after, 1), "");
+  EXPECT_EQ(SliceOf(after, 2), "1");
+  EXPECT_EQ(after["spec"]["initContainers"][0]["resources"]["limits"][kResourceGpuSlice], "1");
+}
+
+TEST(WebhookTest, SchedulerNameIsSetOnlyForGpuPodsOnTheDefaultScheduler) {
+  WebhookConfig cfg;
+  cfg.scheduler_name = "tessera";
+  struct SCase {
+    const char* name;
+    Json limits;
+    Json scheduler;  // null = absent
+    std::string want;
+  };
+  const std::vector<SCase> cases = {
+      {"absent", {{"nvidia.com/gpu", "1"}}, Json(), "tessera"},
+      {"default", {{"tessera.io/gpu-memory", "1Gi"}}, "default-scheduler", "tessera"},
+      {"another scheduler stays", {{"nvidia.com/gpu", "1"}}, "volcano", "volcano"},
+      {"no GPU", {{"cpu", "1"}}, Json(), ""},
+  };
+  for (const SCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Json pod = Pod({Container("main", c.limits)});
+    if (!c.scheduler.is_null()) pod["spec"]["schedulerName"] = c.scheduler;
+    WebhookOutcome outcome;
+    auto reply = ReviewPod(Review(pod), cfg, &outcome);
+    ASSERT_TRUE(reply.ok()) << reply.status().message();
+    const Json after = Apply(pod, *reply);
+    EXPECT_EQ(after["spec"].value("schedulerName", ""), c.want);
+    EXPECT_EQ(outcome.scheduler_set, c.want == "tessera");
+  }
+}
+
+TEST(WebhookTest, OtherKindsPassUnchanged) {
+  auto reply = ReviewPod(Review({{"spec", {}}}, "Deployment"), {});
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->at("response").at("allowed"), true);
+  EXPECT_FALSE(reply->at("response").contains("patch"));
+}
+
+TEST(WebhookTest, MalformedReviewsAreRejectedWithTheField) {
+  const Json pod = Pod({Container("main", {{"tessera.io/gpu-memory", "1Gi"}})});
+  struct BCase {
+    const char* name;
+    Json review;
+    std::string field;
+  };
+  Json no_uid = Review(pod);
+  no_uid["request"].erase("uid");
+  Json bad_kind = Review(pod);
+  bad_kind["kind"] = "Pod";
+  Json no_object = Review(pod);
+  no_object["request"].erase("object");
+  Json bad_containers = Review(pod);
+  bad_containers["request"]["object"]["spec"]["containers"] = "x";
+  Json bad_limits = Review(pod);
+  bad_limits["request"]["object"]["spec"]["containers"][0]["resources"]["limits"] = 3;
+  Json bad_sched = Review(pod);
+  bad_sched["request"]["object"]["spec"]["schedulerName"] = 7;
+  const std::vector<BCase> cases = {
+      {"not an object", Json::array(), "JSON object"},
+      {"wrong kind", bad_kind, "kind"},
+      {"no uid", no_uid, "request.uid"},
+      {"no object", no_object, "request.object"},
+      {"containers not an array", bad_containers, "spec.containers"},
+      {"limits not an object", bad_limits, "spec.containers[0].resources.limits"},
+      {"schedulerName not a string", bad_sched, "spec.schedulerName"},
+  };
+  WebhookConfig cfg;
+  cfg.scheduler_name = "tessera";
+  for (const BCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto reply = ReviewPod(c.review, cfg);
+    ASSERT_FALSE(reply.ok());
+    EXPECT_NE(reply.status().message().find(c.field), std::string::npos)
+        << reply.status().message();
+  }
+}
+
+TEST(WebhookServerTest, ServesReviewsAndRejectsGarbage) {
+  WebhookServerOptions o;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  o.insecure = true;
+  WebhookServer server({}, o);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client cli("127.0.0.1", server.port());
+  const Json pod = Pod({Container("main", {{"tessera.io/gpu-memory", "1Gi"}})});
+  auto res = cli.Post("/mutate-pods", Review(pod).dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const Json reply = Json::parse(res->body);
+  EXPECT_EQ(SliceOf(Apply(pod, reply), 0), "1");
+  auto bad = cli.Post("/mutate-pods", "{not json", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  auto metrics = cli.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tessera_webhook_reviews_total{result=\"patched\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_webhook_reviews_total{result=\"bad_request\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_webhook_containers_patched_total 1"), std::string::npos);
+  server.Stop();
+}
+
+TEST(WebhookServerTest, PlainHttpIsRefusedOffLoopbackAndWithoutInsecure) {
+  WebhookServerOptions o;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  EXPECT_FALSE(WebhookServer({}, o).Start().ok());  // no TLS, not insecure
+  o.insecure = true;
+  o.address = "0.0.0.0";
+  EXPECT_FALSE(WebhookServer({}, o).Start().ok());
+}
+
+}  // namespace
+}  // namespace tessera::kube
