@@ -141,6 +141,14 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
                    rec.status().message() + "; the request (" + Describe(p.req.gpu) + ") stays");
     return;
   }
+  if (!p.req.demand.AllowsModel(rec->model_id)) {
+    ++stats_.rightsize_skipped;
+    RightsizeEvent(p, "Warning", "RightsizeSkipped",
+                   "the recommendation is for " + rec->model +
+                       ", which the pod's request does not allow; the request (" +
+                       Describe(p.req.gpu) + ") stays");
+    return;
+  }
   const PodOwnerRef owner = OwnerOf(pod);
   const bool is_auto = *mode == RightsizeMode::kAuto;
   const int level = is_auto ? oom_level_[owner.Key() + "\n" + rec_text] : 0;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "kube/rightsize.h"
@@ -188,6 +189,16 @@ TEST(RightsizeAdmissionTest, GrantsAtAdmission) {
        "",
        "",
        AssignmentKind::kExclusive},
+      {"model-not-allowed",
+       {{"nvidia.com/gpu", "1"}},
+       "auto",
+       kMig1g,
+       1024,
+       "Warning",
+       "RightsizeSkipped",
+       "",
+       "",
+       AssignmentKind::kExclusive},
       {"no-recommendation",
        {{"nvidia.com/gpu", "1"}},
        "auto",
@@ -208,6 +219,7 @@ TEST(RightsizeAdmissionTest, GrantsAtAdmission) {
       core->UpsertNode(MigNodeJson(
           "m", {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 1g.10gb@4 1g.10gb@5 1g.10gb@6"}));
     Json ann = {{kAnnotationRightsize, c.mode}};
+    if (c.name == "model-not-allowed") ann[kAnnotationGpuModels] = "H100-80GB";
     if (!c.recommendation.empty()) ann[kAnnotationRecommendation] = c.recommendation;
     core->UpsertPod(PodJson("p", c.limits, ann));
     const CycleOutput out = core->Cycle(1);
@@ -419,6 +431,64 @@ TEST(RightsizeE2ETest, AnnotationAndEventReachTheApiServer) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->kind, AssignmentKind::kMps);
   EXPECT_EQ(a->memory_limit_mib, 4096);
+}
+
+// Runs a scheduler against `server` until `done` holds (at most 5 s); returns whether it did.
+bool RunSchedulerUntil(testing::FakeApiServer& server, const std::function<bool()>& done) {
+  auto client = Client::Create(server.client_config());
+  if (!client.ok()) return false;
+  SchedulerRuntimeConfig cfg;
+  cfg.cycle_interval_s = 0.01;
+  Scheduler sched(**client, cfg);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { EXPECT_TRUE(sched.Run(stop).ok()); });
+  bool ok = false;
+  for (int i = 0; i < 500 && !ok; ++i) {
+    ok = done();
+    if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stop = true;
+  t.join();
+  return ok;
+}
+
+bool HasEvent(testing::FakeApiServer& server, const std::string& pod, const std::string& reason) {
+  for (const auto& e : server.List("/apis/events.k8s.io/v1/namespaces/ml/events"))
+    if (e.value("reason", "") == reason && e["regarding"].value("name", "") == pod) return true;
+  return false;
+}
+
+// The back-off lives in the pods: a scheduler started after the kill grows the next pod.
+TEST(RightsizeE2ETest, OomBackoffSurvivesARestart) {
+  testing::FakeApiServer server;
+  ASSERT_TRUE(server.Start().ok());
+  const Json ann = {{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, kMps4G}};
+  const std::string pods = "/api/v1/namespaces/ml/pods";
+  ASSERT_TRUE(server.Create("/api/v1/nodes", GpuNodeJson("h", 2)).ok());
+  ASSERT_TRUE(server.Create(pods, PodJson("llm-1", {{"nvidia.com/gpu", "1"}}, ann)).ok());
+  auto bound = [&](const std::string& name) {
+    auto p = server.Get(pods + "/" + name);
+    return p && !(*p)["spec"].value("nodeName", "").empty();
+  };
+  ASSERT_TRUE(RunSchedulerUntil(server, [&] { return bound("llm-1"); }));
+  // Killed out of memory while no scheduler runs.
+  const Json oom = {
+      {"status",
+       {{"phase", "Running"},
+        {"containerStatuses",
+         Json::array({{{"name", "main"},
+                       {"restartCount", 1},
+                       {"state", {{"running", Json::object()}}},
+                       {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}})}}}};
+  ASSERT_TRUE(server.MergePatch(pods + "/llm-1/status", oom).ok());
+  ASSERT_TRUE(server.Create(pods, PodJson("llm-2", {{"nvidia.com/gpu", "1"}}, ann)).ok());
+  ASSERT_TRUE(RunSchedulerUntil(
+      server, [&] { return bound("llm-2") && HasEvent(server, "llm-1", "RightsizeOomKilled"); }));
+  const Json a2 = (*server.Get(pods + "/llm-2"))["metadata"]["annotations"];
+  EXPECT_EQ(a2.value(kAnnotationOomRetries, ""), "1");
+  const Json applied = Json::parse(a2.value(kAnnotationRightsizeApplied, "{}"));
+  EXPECT_EQ(applied.value("reason", ""), "oom-grown");
+  EXPECT_EQ(applied["to"].value("memory_mib", 0), 6144);
 }
 
 }  // namespace
