@@ -148,10 +148,23 @@ std::string ReportPatches(const AdvisorReport& r) {
              kRecommendationAnnotation + ": " + RecommendationAnnotation(x) + "\n";
       continue;
     }
+    const std::string annotations =
+        std::string(kRecommendationAnnotation) + ": " +
+        YamlSingleQuoted(RecommendationAnnotation(x)) +
+        "\n    tessera.io/rightsize-reason: " + YamlSingleQuoted(x.reason) + "\n";
     out += "---\napiVersion: " + std::string(api) + "\nkind: " + x.owner_kind +
            "\nmetadata:\n  name: " + x.owner + "\n  namespace: " + x.ns + "\n  annotations:\n    " +
-           kRecommendationAnnotation + ": " + YamlSingleQuoted(RecommendationAnnotation(x)) +
-           "\n    tessera.io/rightsize-reason: " + YamlSingleQuoted(x.reason) + "\n";
+           annotations;
+    // The scheduler reads the recommendation from the pod: a Deployment's or StatefulSet's pod
+    // template carries it to new pods (a rollout). Job templates are immutable once created.
+    if (x.owner_kind == "Deployment" || x.owner_kind == "StatefulSet") {
+      std::string indented;
+      for (size_t i = 0; i < annotations.size(); ++i) {
+        indented += annotations[i];
+        if (annotations[i] == '\n' && i + 1 < annotations.size()) indented += "    ";
+      }
+      out += "spec:\n  template:\n    metadata:\n      annotations:\n        " + indented;
+    }
   }
   if (out.empty()) out = "# no resized owners\n";
   return out;

@@ -22,8 +22,10 @@ std::string RecommendationAnnotation(const Recommendation& rec);
 
 // Multi-document YAML: per resized owner of a Kubernetes kind (Deployment, StatefulSet, Job,
 // JobSet, Pod), a partial object setting metadata.annotations["tessera.io/rightsize-
-// recommendation"] (and "tessera.io/rightsize-reason"). Owners of kind WorkloadGroup have no API
-// object: they appear as a comment. "# no resized owners" when there is none.
+// recommendation"] (and "tessera.io/rightsize-reason"), for Deployments and StatefulSets also
+// on spec.template.metadata.annotations, so that their new pods carry it to the scheduler
+// (tessera.io/rightsize: auto). Owners of kind WorkloadGroup have no API object: they appear as
+// a comment. "# no resized owners" when there is none.
 inline constexpr const char* kRecommendationAnnotation = "tessera.io/rightsize-recommendation";
 std::string ReportPatches(const AdvisorReport& r);
 

@@ -83,12 +83,12 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   }
   SchedulerRuntimeConfig c;
   if (!root || root.IsNull()) return c;
-  TESSERA_RETURN_IF_ERROR(
-      CheckKeys(root, "",
-                {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
-                 "cycleIntervalSeconds", "podConditions", "podEvents", "admission",
-                 "gangSettleSeconds", "podNoticeIntervalSeconds", "selectShareMechanism",
-                 "migRelayout", "migRelayoutTimeoutSeconds", "queues", "seed"}));
+  TESSERA_RETURN_IF_ERROR(CheckKeys(
+      root, "",
+      {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
+       "cycleIntervalSeconds", "podConditions", "podEvents", "admission", "gangSettleSeconds",
+       "podNoticeIntervalSeconds", "selectShareMechanism", "migRelayout",
+       "migRelayoutTimeoutSeconds", "rightsizeFloorMiB", "queues", "seed"}));
   TESSERA_RETURN_IF_ERROR(Get(root, "schedulerName", "", c.core.scheduler_name));
   TESSERA_RETURN_IF_ERROR(Get(root, "policy", "", c.core.policy));
   TESSERA_RETURN_IF_ERROR(Get(root, "metricsAddress", "", c.metrics_addr));
@@ -101,6 +101,7 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   TESSERA_RETURN_IF_ERROR(Get(root, "migRelayout", "", c.core.mig_relayout));
   TESSERA_RETURN_IF_ERROR(
       Get(root, "migRelayoutTimeoutSeconds", "", c.core.mig_relayout_timeout_s));
+  TESSERA_RETURN_IF_ERROR(Get(root, "rightsizeFloorMiB", "", c.core.rightsize_floor_mib));
   TESSERA_RETURN_IF_ERROR(Get(root, "seed", "", c.core.seed));
   if (auto le = root["leaderElection"]) {
     const std::string p = "leaderElection";
@@ -426,6 +427,13 @@ struct Scheduler::Impl {
         ++st.evictions;
       });
     }
+    if (config.pod_events) {
+      for (auto& e : out.events) {
+        Enqueue([this, e = std::move(e)] {
+          WriteFailed("an Event", client.PodEvent(e.ns, e.name, e.uid, e.type, e.reason, e.note));
+        });
+      }
+    }
     for (auto& fresh : out.notices) {
       const std::string key = fresh.ns + "/" + fresh.name;
       {
@@ -686,7 +694,7 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       ++im.st.cycles;
     }
     if (!out.binds.empty() || !out.evictions.empty() || !out.notices.empty() ||
-        !out.layouts.empty())
+        !out.layouts.empty() || !out.events.empty())
       im.Dispatch(std::move(out));
   }
   // Graceful shutdown: finish in-flight work, stop watching, give up the lease.

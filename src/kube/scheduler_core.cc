@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kube/client.h"
+#include "kube/rightsize.h"
 #include "policies/builtin.h"
 
 namespace tessera::kube {
@@ -25,6 +26,8 @@ Status SchedulerConfig::Validate() const {
   if (!(mig_relayout_timeout_s > 0 && mig_relayout_timeout_s <= 86400))
     return InvalidArgument("mig_relayout_timeout_s must be within (0, 86400]");
   if (max_relayouts_per_cycle < 0) return InvalidArgument("max_relayouts_per_cycle must be >= 0");
+  if (rightsize_floor_mib < 0 || rightsize_floor_mib > 262144)
+    return InvalidArgument("rightsize_floor_mib must be within [0, 262144]");
   for (const auto& q : queues)
     if (q.name == kExternalQueue) return InvalidArgument("queue name _external is reserved");
   return admission.Validate();
@@ -161,6 +164,7 @@ std::string SchedulerCore::Metrics(double now) const {
   out += "# TYPE tessera_gpu_fragmentation_ratio gauge\n";
   out +=
       "tessera_gpu_fragmentation_ratio " + std::to_string(ratio(free_partial, free_total)) + "\n";
+  out += RightsizeMetrics();
   return out;
 }
 
@@ -360,11 +364,16 @@ Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {
 }
 
 void SchedulerCore::UpsertPod(const Json& pod) {
+  ObserveRightsize(pod);
   Status bad_annotation;
   auto req = TranslateHeldPod(pod, &bad_annotation);
   if (!bad_annotation.ok()) ++stats_.invalid;
   const Json& md = pod.contains("metadata") ? pod["metadata"] : Json::object();
   const std::string key = md.value("namespace", "") + "/" + md.value("name", "");
+  if (req.ok()) {
+    auto known = pods_.find(key);
+    Regrant(pod, *req, known != pods_.end() ? known->second.get() : nullptr);
+  }
   if (!req.ok()) {
     const bool ours =
         pod.contains("spec") && pod["spec"].value("schedulerName", "") == config_.scheduler_name;
@@ -384,6 +393,8 @@ void SchedulerCore::UpsertPod(const Json& pod) {
     PodEntry& p = *it->second;
     const bool was_bound = p.bound;
     p.req = std::move(*req);
+    if (p.rightsize_src && p.req.node_name.empty())
+      p.rightsize_src = std::make_shared<const Json>(pod);
     if (!p.req.node_name.empty() && !was_bound) {
       p.bound = true;
       if (p.job != 0 && p.ours && p.bind_node == p.req.node_name) return;  // our bind confirmed
@@ -435,6 +446,9 @@ void SchedulerCore::UpsertPod(const Json& pod) {
   }
   if (e->req.scheduler_name != config_.scheduler_name || e->req.deleting) return;
   e->ours = true;
+  if (md.contains("annotations") && md["annotations"].is_object() &&
+      md["annotations"].contains(kAnnotationRightsize))
+    e->rightsize_src = std::make_shared<const Json>(pod);
   pending_new_.push_back(key);
 }
 
@@ -516,6 +530,7 @@ void SchedulerCore::SubmitPending(double now) {
     auto it = pods_.find(key);
     if (it == pods_.end() || it->second->bound || it->second->job != 0) continue;
     PodEntry& p = *it->second;
+    DecideRightsize(p);
     if (p.first_pending < 0) p.first_pending = now;
     if (p.req.gang.empty()) {
       singles.push_back(key);
@@ -757,6 +772,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
         if (a.kind == AssignmentKind::kShare) a.gpu_milli = d.gpu_milli;
         b.annotations[kAnnotationAssignment] = EncodeAssignment(a);
       }
+      for (const auto& [k, v] : p.rightsize_annotations) b.annotations[k] = v;
       last_notice_.erase(j.pods[i]);
       p.bind_node = info.spec.name;
       if (terminating_.count(pl.node) && !terminating_[pl.node].empty()) {
@@ -805,6 +821,8 @@ CycleOutput SchedulerCore::Cycle(double now) {
                             " bound, min-member " + std::to_string(min_member) + ")";
     for (const auto& key : keys) Notice(key, "Unschedulable", why, out);
   }
+  out.events = std::move(deferred_events_);
+  deferred_events_.clear();
   return out;
 }
 

@@ -30,6 +30,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct SchedulerConfig {
   bool mig_relayout = true;
   double mig_relayout_timeout_s = 120;
   int max_relayouts_per_cycle = 8;
+  // Rightsizing (tessera.io/rightsize: auto): no grant holds less GPU memory than this (a MIG
+  // grant takes the smallest profile holding it). 1 GiB covers a CUDA context and its libraries
+  // (as the advisor's auto_floor_mib); 0 disables the floor. Within [0, 262144].
+  int64_t rightsize_floor_mib = 1024;
   uint64_t seed = 1;
   Status Validate() const;
 };
@@ -96,11 +101,18 @@ struct LayoutAction {
   std::string reason;  // e.g. "create 3g.40gb for a pending strict workload; destroys 2 free ..."
 };
 
+// An Event to write about a pod (type Normal or Warning), e.g. a rightsizing decision.
+struct PodEventAction {
+  std::string ns, name, uid;
+  std::string type, reason, note;
+};
+
 struct CycleOutput {
   std::vector<LayoutAction> layouts;  // new desired layouts to record
   std::vector<BindAction> binds;
   std::vector<EvictAction> evictions;
-  std::vector<PodNotice> notices;  // only when a pod's message changed since the last notice
+  std::vector<PodNotice> notices;      // only when a pod's message changed since the last notice
+  std::vector<PodEventAction> events;  // rightsizing decisions and out-of-memory kills
   int64_t admitted_jobs = 0;
 };
 
@@ -108,6 +120,11 @@ struct CoreStats {
   int64_t nodes = 0, pods_pending = 0, pods_bound = 0, binds_issued = 0, bind_failures = 0;
   int64_t adopted = 0, adopt_failures = 0, invalid = 0, requeued_by_node = 0, cycles = 0;
   int64_t relayouts_planned = 0, relayouts_applied = 0, relayouts_failed = 0;
+  // Rightsizing: auto pods granted less than they asked, recommend pods told what they would
+  // get, pods whose rightsizing was skipped (malformed annotations), out-of-memory kills of
+  // rightsized pods, and pods sized after such kills of their owner.
+  int64_t rightsize_applied = 0, rightsize_proposed = 0, rightsize_skipped = 0;
+  int64_t rightsize_oom_kills = 0, rightsize_oom_retries = 0;
 };
 
 class SchedulerCore {
@@ -154,7 +171,9 @@ class SchedulerCore {
   // tessera_invalid_pods_total, tessera_gpu_allocated_ratio, tessera_gpu_fragmentation_ratio
   // (free GPU capacity on partly used GPUs, which no whole-GPU pod can use, over all free GPU
   // capacity), tessera_mig_relayouts_total{result}, tessera_mig_relayouts_in_flight,
-  // tessera_mig_layout_conflicts.
+  // tessera_mig_layout_conflicts, tessera_rightsize_applied_total{mode},
+  // tessera_rightsize_skipped_total, tessera_rightsize_oom_kills_total{namespace,owner_kind,owner},
+  // tessera_rightsize_oom_retries_total{namespace,owner_kind,owner}.
   std::string Metrics(double now) const;
   // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
   std::string WhyPending(const std::string& pod_key) const;
@@ -177,6 +196,17 @@ class SchedulerCore {
   void SyncMigLayouts(NodeIdx n);
   std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
                      CycleOutput& out);
+  // Rightsizing (scheduler_rightsize.cc). ObserveRightsize reads a pod's rightsizing history
+  // (out-of-memory kills of rightsized pods, tessera.io/rightsize-oom-retries) into oom_level_;
+  // Regrant gives `req` the grant a pod already has (its tessera.io/rightsize-applied
+  // annotation, or the decision taken while it waits); DecideRightsize takes that decision once
+  // per pod when it is first submitted.
+  void ObserveRightsize(const Json& pod);
+  void Regrant(const Json& pod, PodRequest& req, const PodEntry* p) const;
+  void DecideRightsize(PodEntry& p);
+  void RightsizeEvent(const PodEntry& p, const char* type, const char* reason,
+                      const std::string& note);
+  std::string RightsizeMetrics() const;
   // Pods of this scheduler in gang "ns/name" that are bound (and not being deleted).
   int BoundGangMembers(const std::string& gang) const;
 
@@ -236,6 +266,12 @@ class SchedulerCore {
   std::map<WorkloadId, std::string> relayout_wait_;     // job -> the re-layout it waits for
   std::map<WorkloadId, std::string> relayout_blocked_;  // job -> why no re-layout serves it
   MigPlanner planner_;
+  // "<owner key>\n<recommendation>" -> out-of-memory kills under that recommendation.
+  std::map<std::string, int> oom_level_;
+  std::set<std::string> oom_seen_;  // "<pod uid>/<container>#<restart>" kills counted
+  using OwnerLabels = std::tuple<std::string, std::string, std::string>;  // ns, kind, name
+  std::map<OwnerLabels, int64_t> oom_kills_by_owner_, oom_retries_by_owner_;
+  std::vector<PodEventAction> deferred_events_;
   int64_t next_revision_ = 1;
   WorkloadId next_placeholder_ = WorkloadId{1} << 60;
 };

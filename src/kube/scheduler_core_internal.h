@@ -2,6 +2,9 @@
 // (scheduler_core.cc, scheduler_relayout.cc). Not part of the interface.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,14 @@ struct SchedulerCore::PodEntry {
   bool submitted = false;
   double first_pending = -1;  // cycle time at which it was first seen pending
   std::string bind_node;      // node of the bind issued for it, until confirmed or failed
+  // Rightsizing: the pod as last seen while its decision is due (tessera.io/rightsize set), the
+  // grant decided (kept across updates of the pod until its annotation carries it), and the
+  // annotations its bind writes.
+  std::shared_ptr<const Json> rightsize_src;
+  bool rightsize_decided = false;
+  std::optional<GpuRequest> granted;
+  std::string granted_model;
+  std::map<std::string, std::string> rightsize_annotations;
 };
 
 struct SchedulerCore::JobEntry {

@@ -258,6 +258,10 @@ TEST(Report, TableJsonAndPatches) {
                          "\"predicted_memory_mib\":3000.0,\"slice\":\"mps\",\"thread_pct\":11}'\n"),
             std::string::npos)
       << patches;
+  EXPECT_NE(patches.find("spec:\n  template:\n    metadata:\n      annotations:\n"
+                         "        tessera.io/rightsize-recommendation: '{\"gpu_fraction\":0.11,"),
+            std::string::npos)
+      << patches;
   EXPECT_NE(patches.find("# WorkloadGroup team/grp: annotate its pods"), std::string::npos);
   EXPECT_EQ(patches.find("name: busy"), std::string::npos);
   const std::string json = ReportJson(*rep);

@@ -92,7 +92,8 @@ def metrics(tessera):
             _, body = promlib.http_get(url)
             for want in ('tessera_pending_pods{queue="team-a"} 1',
                          'tessera_queue_nominal_gpus{queue="team-a"} 8',
-                         'tessera_queue_used_gpus{queue="team-a"} 0'):
+                         'tessera_queue_used_gpus{queue="team-a"} 0',
+                         'tessera_rightsize_applied_total{mode="auto"} 0'):
                 if want not in body:
                     failures.append(f"tessera scheduler /metrics lacks {want!r}")
         failures += check_metrics("tessera extender", promlib.extender(procs, tessera, tmp))
