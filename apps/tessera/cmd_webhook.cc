@@ -92,9 +92,9 @@ int RunWebhook(const WebhookArgs& a) {
   kube::WebhookServer server(cfg, *opts);
   Status st = server.Start();
   if (!st.ok()) return Fail(st);
-  std::fprintf(stderr, "tessera webhook: serving %s%s on %s:%d\n",
-               opts->tls.enabled() ? "https://" : "http://", opts->path.c_str(),
-               opts->address.c_str(), server.port());
+  std::fprintf(stderr, "tessera webhook: serving %s on %s:%d, path %s\n",
+               opts->tls.enabled() ? "https" : "http (insecure)", opts->address.c_str(),
+               server.port(), opts->path.c_str());
   if (server.health_port() >= 0)
     std::fprintf(stderr, "tessera webhook: /healthz and /metrics on %s:%d\n",
                  opts->health_address.c_str(), server.health_port());

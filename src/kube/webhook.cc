@@ -87,8 +87,7 @@ void AddHandle(const Json& container, const std::string& path, Json& patch) {
                      {"path", path + "/resources/limits"},
                      {"value", {{kResourceGpuSlice, "1"}}}});
   } else {
-    patch.push_back(
-        {{"op", "add"}, {"path", path + "/resources/limits/" + key}, {"value", "1"}});
+    patch.push_back({{"op", "add"}, {"path", path + "/resources/limits/" + key}, {"value", "1"}});
   }
 }
 
@@ -170,8 +169,8 @@ struct WebhookServer::Impl {
       << "tessera_webhook_reviews_total{result=\"patched\"} " << patched.load() << "\n"
       << "tessera_webhook_reviews_total{result=\"unchanged\"} " << unchanged.load() << "\n"
       << "tessera_webhook_reviews_total{result=\"bad_request\"} " << bad.load() << "\n"
-      << "# HELP tessera_webhook_containers_patched_total Containers given a "
-      << kResourceGpuSlice << " device.\n"
+      << "# HELP tessera_webhook_containers_patched_total Containers given a " << kResourceGpuSlice
+      << " device.\n"
       << "# TYPE tessera_webhook_containers_patched_total counter\n"
       << "tessera_webhook_containers_patched_total " << containers.load() << "\n";
     return o.str();

@@ -244,10 +244,11 @@ TEST(Manifests, EveryDocumentHasIdentityAndKnownKind) {
                                         "Job",
                                         "PriorityClass",
                                         "Queue",
-                                        "WorkloadGroup"};
-  const std::set<std::string> kClusterScoped = {"Namespace",          "ClusterRole",
-                                                "ClusterRoleBinding", "CustomResourceDefinition",
-                                                "PriorityClass",      "Queue"};
+                                        "WorkloadGroup",
+                                        "MutatingWebhookConfiguration"};
+  const std::set<std::string> kClusterScoped = {
+      "Namespace",     "ClusterRole", "ClusterRoleBinding",          "CustomResourceDefinition",
+      "PriorityClass", "Queue",       "MutatingWebhookConfiguration"};
   ASSERT_GE(AllDocs().size(), 25u);
   std::set<std::string> dirs;
   for (const auto& d : AllDocs()) {
@@ -261,7 +262,7 @@ TEST(Manifests, EveryDocumentHasIdentityAndKnownKind) {
     dirs.insert(d.file.substr(0, d.file.find('/')));
   }
   EXPECT_EQ(dirs, (std::set<std::string>{"agent", "crds", "extender", "monitoring", "samples",
-                                         "scheduler"}));
+                                         "scheduler", "webhook"}));
 }
 
 TEST(Manifests, RbacIsLeastPrivilege) {

@@ -75,10 +75,12 @@ TEST(WebhookTest, ContainersThatNoPluginServesGetOneSliceDevice) {
       {"memory only", {{"tessera.io/gpu-memory", "10Gi"}}, "1"},
       {"memory and cpu", {{"tessera.io/gpu-memory", "4Gi"}, {"cpu", "2"}}, "1"},
       {"compute is served by the plugin", {{"tessera.io/gpu-compute", "30"}}, ""},
-      {"memory and compute", {{"tessera.io/gpu-memory", "4Gi"}, {"tessera.io/gpu-compute", "30"}},
+      {"memory and compute",
+       {{"tessera.io/gpu-memory", "4Gi"}, {"tessera.io/gpu-compute", "30"}},
        ""},
       {"HAMi memory", {{"nvidia.com/gpumem", "3000"}}, "1"},
-      {"HAMi cores and memory %", {{"nvidia.com/gpucores", "30"}, {"nvidia.com/gpumem-percentage", "20"}},
+      {"HAMi cores and memory %",
+       {{"nvidia.com/gpucores", "30"}, {"nvidia.com/gpumem-percentage", "20"}},
        "1"},
       {"HAMi with a whole GPU", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}, ""},
       {"whole GPU", {{"nvidia.com/gpu", "2"}}, ""},
@@ -114,8 +116,10 @@ TEST(WebhookTest, ContainersThatNoPluginServesGetOneSliceDevice) {
 
 TEST(WebhookTest, RequestsOnlyAndMissingLimitsGetTheirParentsCreated) {
   Json c = {{"name", "a"}, {"resources", {{"requests", {{"tessera.io/gpu-memory", "2Gi"}}}}}};
-  Json pod = Pod({c, Container("b", {{"cpu", "1"}}), Container("c", {{"nvidia.com/gpumem", "500"}})});
-  pod["spec"]["initContainers"] = Json::array({Container("init", {{"tessera.io/gpu-memory", "1Gi"}})});
+  Json pod =
+      Pod({c, Container("b", {{"cpu", "1"}}), Container("c", {{"nvidia.com/gpumem", "500"}})});
+  pod["spec"]["initContainers"] =
+      Json::array({Container("init", {{"tessera.io/gpu-memory", "1Gi"}})});
   pod["spec"]["containers"][1].erase("resources");
   pod["spec"]["containers"][1]["name"] = "b";
   WebhookOutcome outcome;
@@ -124,7 +128,8 @@ TEST(WebhookTest, RequestsOnlyAndMissingLimitsGetTheirParentsCreated) {
   const Json after = Apply(pod, *reply);
   EXPECT_EQ(outcome.containers_changed, 3);
   EXPECT_EQ(SliceOf(after, 0), "1");
-  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["requests"]["tessera.io/gpu-memory"], "2Gi");
+  EXPECT_EQ(after["spec"]["containers"][0]["resources"]["requests"]["tessera.io/gpu-memory"],
+            "2Gi");
   EXPECT_EQ(SliceOf(after, 1), "");
   EXPECT_EQ(SliceOf(after, 2), "1");
   EXPECT_EQ(after["spec"]["initContainers"][0]["resources"]["limits"][kResourceGpuSlice], "1");
