@@ -12,10 +12,19 @@ std::string ProfileResourceForm(std::string profile) {
   return profile;
 }
 
-std::string ComputeDeviceId(const std::string& gpu_uuid, int pct) {
+// Infix of a virtual device ID: "<GPU UUID><infix><NN>".
+const char* VirtualInfix(PluginResourceKind kind) {
+  return kind == PluginResourceKind::kCompute ? "-pct-" : "-slot-";
+}
+
+bool IsVirtual(PluginResourceKind kind) {
+  return kind == PluginResourceKind::kCompute || kind == PluginResourceKind::kSlice;
+}
+
+std::string VirtualDeviceId(const std::string& gpu_uuid, PluginResourceKind kind, int k) {
   char buf[8];
-  std::snprintf(buf, sizeof(buf), "%02d", pct);
-  return gpu_uuid + "-pct-" + buf;
+  std::snprintf(buf, sizeof(buf), "%02d", k);
+  return gpu_uuid + VirtualInfix(kind) + buf;
 }
 
 const MigInstanceState* FindInstance(const GpuState& gpu, const std::string& placement) {
@@ -109,6 +118,8 @@ std::vector<PluginResource> PluginResourcesFor(const NodeGpuState& state) {
   }
   out.push_back(
       {PluginResourceKind::kCompute, kube::kResourceGpuCompute, "", "tessera-gpu-compute.sock"});
+  out.push_back(
+      {PluginResourceKind::kSlice, kube::kResourceGpuSlice, "", "tessera-gpu-slice.sock"});
   return out;
 }
 
@@ -126,9 +137,13 @@ std::vector<PluginDevice> PluginDevicesFor(const PluginResource& resource,
             out.push_back({mi.compute_instances[0].uuid, g.healthy, g.numa_node});
         break;
       case PluginResourceKind::kCompute:
-        for (int k = 0; k < kComputeDevicesPerGpu; ++k)
-          out.push_back({ComputeDeviceId(g.uuid, k), g.healthy, g.numa_node});
+      case PluginResourceKind::kSlice: {
+        const int count = resource.kind == PluginResourceKind::kCompute ? kComputeDevicesPerGpu
+                                                                        : kSliceDevicesPerGpu;
+        for (int k = 0; k < count; ++k)
+          out.push_back({VirtualDeviceId(g.uuid, resource.kind, k), g.healthy, g.numa_node});
         break;
+      }
     }
   }
   std::sort(out.begin(), out.end(),
@@ -205,7 +220,7 @@ Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
     auto d = AssignedDevices(*assignment, state_, resource, device_ids);
     if (!d.ok()) return InvalidArgument(who + d.status().message());
     devices = std::move(*d);
-  } else if (resource.kind != PluginResourceKind::kCompute) {
+  } else if (!IsVirtual(resource.kind)) {
     devices = device_ids;
   } else {
     return InvalidArgument(who + "no annotation " + kube::kAnnotationAssignment + " (" +
@@ -288,12 +303,12 @@ std::vector<std::string> Allocator::Preferred(const PluginResource& resource,
         auto devices = AssignedDevices(*a, state_, resource, {});
         if (devices.ok()) {
           for (const std::string& d : *devices) {
-            if (resource.kind != PluginResourceKind::kCompute) {
+            if (!IsVirtual(resource.kind)) {
               take(d);
               continue;
             }
             for (const std::string& id : available)
-              if (id.rfind(d + "-pct-", 0) == 0) take(id);
+              if (id.rfind(d + VirtualInfix(resource.kind), 0) == 0) take(id);
           }
         }
       }

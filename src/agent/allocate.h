@@ -8,15 +8,17 @@
 //   MIG device, ID = MIG device UUID; "+me" appears as ".me" in the name), and
 //   tessera.io/gpu-compute (virtual devices, one per 1% of a GPU: 100 per GPU, ID
 //   "<GPU UUID>-pct-<00..99>"), matching the scheduler, which reads gpu-compute as an integer
-//   percentage of one GPU. A device is "Unhealthy" when its GPU is unhealthy. Device lists are
-//   sorted by ID.
+//   percentage of one GPU; and tessera.io/gpu-slice (virtual devices, kSliceDevicesPerGpu per
+//   GPU, ID "<GPU UUID>-slot-<00..47>"): the handle the pod webhook (kube/webhook.h) gives
+//   containers that ask only for tessera.io/gpu-memory or HAMi share resources. A device is
+//   "Unhealthy" when its GPU is unhealthy. Device lists are sorted by ID.
 // * Matching (Allocator::Allocate): among the pods the PodSource lists, the candidates are the
 //   (pod, container) pairs whose container requests `resource` with exactly as many devices as
 //   the kubelet passes and that were not yet allocated for that resource; the pod bound first
 //   (BoundPod::bound_at, then namespace/name) wins, and its first such container.
 // * The winner's tessera.io/assignment is parsed with kube::DecodeAssignment. Without the
 //   annotation, nvidia.com/gpu and nvidia.com/mig-* containers get the kubelet's devices as they
-//   are; gpu-compute needs the annotation. From the assignment:
+//   are; gpu-compute and gpu-slice need the annotation. From the assignment:
 //     NVIDIA_VISIBLE_DEVICES   GPU UUIDs of `gpus` (discovered), or the MIG device UUID of
 //                              mig_instance ("profile@start" on gpus[0]; a bare profile takes
 //                              the kubelet's MIG device of that profile)
@@ -60,6 +62,9 @@ inline constexpr const char* kMpsPipeDir = "/run/tessera/mps/pipe";
 inline constexpr const char* kMpsLogDir = "/run/tessera/mps/log";
 inline constexpr const char* kDefaultMpsRoot = "/run/tessera/mps";
 inline constexpr int kComputeDevicesPerGpu = 100;
+// tessera.io/gpu-slice devices per GPU: one per workload a GPU can hold at most (the MPS client
+// limit, SliceLimits::mps_max_clients), so the kubelet never refuses a pod the scheduler placed.
+inline constexpr int kSliceDevicesPerGpu = 48;
 
 struct PodContainer {
   std::string name;
@@ -95,7 +100,9 @@ class StaticPodSource : public PodSource {
   std::vector<BoundPod> pods_;
 };
 
-enum class PluginResourceKind : uint8_t { kGpu, kMig, kCompute };
+// kCompute and kSlice are virtual devices: a pool per GPU that the kubelet counts, while the
+// container gets what the pod's assignment names.
+enum class PluginResourceKind : uint8_t { kGpu, kMig, kCompute, kSlice };
 
 struct PluginResource {
   PluginResourceKind kind = PluginResourceKind::kGpu;

@@ -60,6 +60,9 @@ inline constexpr const char* kResourceGpuCompute = "tessera.io/gpu-compute";
 inline constexpr const char* kResourceHamiMem = "nvidia.com/gpumem";
 inline constexpr const char* kResourceHamiMemPct = "nvidia.com/gpumem-percentage";
 inline constexpr const char* kResourceHamiCores = "nvidia.com/gpucores";
+// The device the pod webhook adds for the node agent's device plugin (kube/webhook.h); the
+// scheduler ignores it.
+inline constexpr const char* kResourceGpuSlice = "tessera.io/gpu-slice";
 
 inline constexpr const char* kAnnotationQueue = "tessera.io/queue";
 inline constexpr const char* kAnnotationIsolation = "tessera.io/isolation";

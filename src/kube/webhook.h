@@ -34,11 +34,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "kube/translate.h"
 #include "net/http_server.h"
 
 namespace tessera::kube {
-
-inline constexpr const char* kResourceGpuSlice = "tessera.io/gpu-slice";
 
 struct WebhookConfig {
   std::string scheduler_name;  // empty: leave spec.schedulerName alone

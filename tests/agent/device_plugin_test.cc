@@ -178,7 +178,8 @@ TEST_F(DevicePluginTest, RegistersEveryResource) {
       {"nvidia.com/mig-1g.10gb", "tessera-mig-1g.10gb.sock"},
       {"nvidia.com/mig-2g.20gb", "tessera-mig-2g.20gb.sock"},
       {"nvidia.com/mig-3g.40gb", "tessera-mig-3g.40gb.sock"},
-      {"tessera.io/gpu-compute", "tessera-gpu-compute.sock"}};
+      {"tessera.io/gpu-compute", "tessera-gpu-compute.sock"},
+      {"tessera.io/gpu-slice", "tessera-gpu-slice.sock"}};
   EXPECT_EQ(got, want);
   for (const auto& [res, ep] : want) {
     struct stat st {};
@@ -197,12 +198,13 @@ TEST_F(DevicePluginTest, ListsDevicesFromDiscovery) {
     std::string endpoint;
     std::vector<std::string> ids;
   };
-  std::vector<std::string> compute;
+  std::vector<std::string> compute, slots;
   for (int g = 0; g < 3; ++g)
     for (int k = 0; k < 100; ++k) {
       char buf[8];
       std::snprintf(buf, sizeof(buf), "%02d", k);
       compute.push_back("GPU-dp-" + std::to_string(g) + "-pct-" + buf);
+      if (k < kSliceDevicesPerGpu) slots.push_back("GPU-dp-" + std::to_string(g) + "-slot-" + buf);
     }
   const std::vector<Case> cases = {
       {"tessera-gpu.sock", {"GPU-dp-1", "GPU-dp-2"}},
@@ -210,6 +212,7 @@ TEST_F(DevicePluginTest, ListsDevicesFromDiscovery) {
       {"tessera-mig-2g.20gb.sock", {MigUuid("2g.20gb@4")}},
       {"tessera-mig-1g.10gb.sock", {MigUuid("1g.10gb@6")}},
       {"tessera-gpu-compute.sock", compute},
+      {"tessera-gpu-slice.sock", slots},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.endpoint);
@@ -274,6 +277,18 @@ TEST_F(DevicePluginTest, AllocatesFromTheAssignment) {
         {"CUDA_MPS_LOG_DIRECTORY", kMpsLogDir},
         {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"},
         {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU-dp-1=12288M"}},
+       2},
+      {"mps through a gpu-slice device (a tessera.io/gpu-memory-only pod)",
+       "tessera-gpu-slice.sock",
+       "tessera.io/gpu-slice",
+       1,
+       R"({"node":"n","kind":"mps","gpus":[2],"uuids":["GPU-dp-2"],"mps_thread_pct":25,)"
+       R"("memory_limit_mib":8192})",
+       {{"NVIDIA_VISIBLE_DEVICES", "GPU-dp-2"},
+        {"CUDA_MPS_PIPE_DIRECTORY", kMpsPipeDir},
+        {"CUDA_MPS_LOG_DIRECTORY", kMpsLogDir},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"},
+        {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "GPU-dp-2=8192M"}},
        2},
       {"mig-mps",
        "tessera-gpu-compute.sock",
