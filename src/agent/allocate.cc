@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 namespace tessera::agent {
 namespace {
@@ -40,6 +42,14 @@ std::string Join(const std::vector<std::string>& v, const char* sep) {
     out += s;
   }
   return out;
+}
+
+constexpr const char* kSpecPrefix = "tessera.io-gpu-";
+
+// The CDI device name of one allocation: "<pod uid>-<container>-<resource without domain>".
+std::string AllocationDeviceName(const std::string& uid, const std::string& container,
+                                 const std::string& resource) {
+  return CdiDeviceName(uid + "-" + container + "-" + resource.substr(resource.find('/') + 1));
 }
 
 std::string PodName(const BoundPod& p) {
@@ -179,6 +189,7 @@ Result<Allocator::Match> Allocator::FindPod(const std::vector<BoundPod>& pods,
       const PodContainer& ct = p.containers[c];
       auto it = ct.requests.find(resource);
       if (it == ct.requests.end() || it->second != static_cast<int64_t>(count)) continue;
+      if (ct.started) continue;
       if (allocated_.count({p.uid, ct.name, resource})) continue;
       if (best == nullptr ||
           std::tie(p.bound_at, p.ns, p.name) < std::tie(best->bound_at, best->ns, best->name)) {
@@ -199,6 +210,7 @@ Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
   std::lock_guard lock(mu_);
   auto pods = pods_.ListBoundPods();
   if (!pods.ok()) return pods.status();
+  RecoverLocked(*pods);
   auto match = FindPod(*pods, resource.name, device_ids.size());
   if (!match.ok()) return match.status();
   const BoundPod& pod = match->pod;
@@ -244,12 +256,11 @@ Result<ContainerAllocation> Allocator::Allocate(const PluginResource& resource,
   }
 
   CdiDevice cdi;
-  cdi.name = CdiDeviceName(pod.uid + "-" + container + "-" +
-                           resource.name.substr(resource.name.find('/') + 1));
+  cdi.name = AllocationDeviceName(pod.uid, container, resource.name);
   for (const auto& [k, v] : out.envs) cdi.env.push_back(k + "=" + v);
   for (const MountEdit& m : out.mounts)
     cdi.mounts.push_back({m.host_path, m.container_path, m.read_only});
-  auto path = WriteCdiSpec(options_.cdi_dir, "tessera.io-gpu-" + cdi.name, {cdi});
+  auto path = WriteCdiSpec(options_.cdi_dir, kSpecPrefix + cdi.name, {cdi});
   if (!path.ok()) return Status(path.status().code(), who + path.status().message());
   out.cdi_path = *path;
   out.cdi_devices.push_back(CdiQualifiedName(cdi.name));
@@ -269,6 +280,45 @@ void Allocator::Prune(const std::vector<BoundPod>& pods) {
     std::remove(it->second.c_str());
     it = allocated_.erase(it);
   }
+}
+
+Result<int> Allocator::Recover() {
+  std::lock_guard lock(mu_);
+  if (recovered_) return 0;
+  auto pods = pods_.ListBoundPods();
+  if (!pods.ok()) return pods.status();
+  return RecoverLocked(*pods);
+}
+
+int Allocator::RecoverLocked(const std::vector<BoundPod>& pods) {
+  if (recovered_) return 0;
+  recovered_ = true;
+  namespace fs = std::filesystem;
+  std::set<std::string> claimed;
+  int recovered = 0;
+  for (const BoundPod& p : pods)
+    for (const PodContainer& c : p.containers)
+      for (const auto& [resource, count] : c.requests) {
+        if (count <= 0) continue;
+        const std::string file =
+            kSpecPrefix + AllocationDeviceName(p.uid, c.name, resource) + ".json";
+        const fs::path path = fs::path(options_.cdi_dir) / file;
+        std::error_code ec;
+        if (!fs::is_regular_file(path, ec)) continue;
+        claimed.insert(file);
+        if (allocated_.emplace(std::make_tuple(p.uid, c.name, resource), path.string()).second)
+          ++recovered;
+      }
+  std::vector<fs::path> orphans;
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.cdi_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kSpecPrefix, 0) == 0 && name.size() > 5 &&
+        name.compare(name.size() - 5, 5, ".json") == 0 && !claimed.count(name))
+      orphans.push_back(it->path());
+  }
+  for (const fs::path& p : orphans) fs::remove(p, ec);
+  return recovered;
 }
 
 void Allocator::Undo(const ContainerAllocation& allocation) {
@@ -293,6 +343,7 @@ std::vector<std::string> Allocator::Preferred(const PluginResource& resource,
   {
     std::lock_guard lock(mu_);
     auto pods = pods_.ListBoundPods();
+    if (pods.ok()) RecoverLocked(*pods);
     auto match = pods.ok() && size > 0 ? FindPod(*pods, resource.name, static_cast<size_t>(size))
                                        : Result<Match>(NotFound("no pod"));
     if (match.ok()) {

@@ -14,8 +14,16 @@
 //   "Unhealthy" when its GPU is unhealthy. Device lists are sorted by ID.
 // * Matching (Allocator::Allocate): among the pods the PodSource lists, the candidates are the
 //   (pod, container) pairs whose container requests `resource` with exactly as many devices as
-//   the kubelet passes and that were not yet allocated for that resource; the pod bound first
-//   (BoundPod::bound_at, then namespace/name) wins, and its first such container.
+//   the kubelet passes, has not started (PodContainer::started) and was not yet allocated for
+//   that resource; the pod bound first (BoundPod::bound_at, then namespace/name) wins, and its
+//   first such container.
+// * Restart: what was allocated is rebuilt from the pods the PodSource lists and the CDI specs
+//   on disk, once, by Recover() or else by the first Allocate / Preferred: a (pod, container,
+//   resource) whose container requests the resource and whose spec file
+//   (<cdi_dir>/tessera.io-gpu-<device name>.json, named as below) exists counts as allocated.
+//   Spec files of that form that no listed pod claims are removed. So a restarted agent (or a
+//   plugin restarted by a re-layout) neither hands a container's devices to a second pod nor
+//   refuses a pod bound before the restart that it had not allocated yet.
 // * The winner's tessera.io/assignment is parsed with kube::DecodeAssignment. Without the
 //   annotation, nvidia.com/gpu and nvidia.com/mig-* containers get the kubelet's devices as they
 //   are; gpu-compute and gpu-slice need the annotation. From the assignment:
@@ -69,6 +77,7 @@ inline constexpr int kSliceDevicesPerGpu = 48;
 struct PodContainer {
   std::string name;
   std::map<std::string, int64_t> requests;  // extended resource -> count (the limit)
+  bool started = false;  // the runtime created it (it has a container ID): allocated long ago
 };
 
 // A pod bound to this node, as the device plugin needs it.
@@ -157,6 +166,9 @@ class Allocator {
                                      const std::vector<std::string>& available,
                                      const std::vector<std::string>& must_include, int size);
   void Undo(const ContainerAllocation& allocation);
+  // Rebuilds the allocations from the listed pods and the CDI specs on disk (see Restart above);
+  // returns how many it recovered. Done once: later calls return 0.
+  Result<int> Recover();
   // Whether (pod uid, container) was allocated for `resource`.
   bool Allocated(const std::string& pod_uid, const std::string& container,
                  const std::string& resource) const;
@@ -169,11 +181,13 @@ class Allocator {
   Result<Match> FindPod(const std::vector<BoundPod>& pods, const std::string& resource,
                         size_t count) const;
   void Prune(const std::vector<BoundPod>& pods);
+  int RecoverLocked(const std::vector<BoundPod>& pods);
 
   PodSource& pods_;
   AllocatorOptions options_;
   mutable std::mutex mu_;
   NodeGpuState state_;
+  bool recovered_ = false;
   // (pod uid, container, resource) -> CDI spec path
   std::map<std::tuple<std::string, std::string, std::string>, std::string> allocated_;
 };

@@ -106,6 +106,9 @@ Result<GpuState> ReadGpu(GpuBackend& backend, int index) {
   auto numa = backend.NumaNode(index);
   if (!numa.ok()) return numa.status();
   g.numa_node = *numa;
+  auto pci = backend.PciBusId(index);
+  if (!pci.ok()) return pci.status();
+  g.pci_bus_id = *pci;
   auto util = backend.Utilization(index);
   if (!util.ok()) return util.status();
   g.utilization = *util;

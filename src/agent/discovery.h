@@ -4,9 +4,9 @@
 // * Discover reads, per GPU index: UUID, NVML name, GFD product string, catalog model
 //   (kube::ModelFromProduct; empty if the product is unknown), memory, compute capability,
 //   MIG mode, GPU-instance profiles, GPU instances with their compute instances and MIG device
-//   UUIDs mapped to the catalog's MIG geometry (profile name @ start), NUMA node, running
-//   processes (attributed to their MIG instance), utilization; and the GPU-to-GPU link matrix.
-//   With watch_xids it registers for critical-XID events and drains those already pending
+//   UUIDs mapped to the catalog's MIG geometry (profile name @ start), NUMA node, PCI bus id,
+//   running processes (attributed to their MIG instance), utilization; and the GPU-to-GPU link
+//   matrix. With watch_xids it registers for critical-XID events and drains those already pending
 //   (waiting xid_wait_ms for each), so a fatal XID marks its GPU unhealthy.
 // * Errors: a failing NVML call is returned with the GPU and call named; a MIG instance whose
 //   profile or placement the catalog does not know, or a layout the catalog calls illegal, is
@@ -68,6 +68,7 @@ struct GpuState {
   std::vector<MigInstanceState> mig_instances;  // sorted by start
   std::string mig_layout;                       // MigLayoutString form; empty without MIG
   std::optional<int> numa_node;
+  std::string pci_bus_id;  // NVML form; empty when not reported
   std::vector<GpuProcess> processes;
   std::optional<GpuUtilization> utilization;
   bool healthy = true;

@@ -56,6 +56,17 @@ Result<std::vector<kube::GpuInventoryEntry>> InventoryEntries(const NodeGpuState
     e.mig_enabled = g.mig_enabled;
     e.mig_layout = g.mig_enabled ? g.mig_layout : "";
     e.healthy = g.healthy;
+    if (g.mig_enabled)
+      for (const MigInstanceState& m : g.mig_instances)
+        for (const MigDeviceInfo& d : m.compute_instances)
+          e.mig_devices.push_back({m.placement(), d.uuid});
+    e.numa_node = g.numa_node;
+    e.pci_bus_id = g.pci_bus_id;
+    const size_t i = static_cast<size_t>(g.index);
+    if (i < state.links.size())
+      for (size_t b = 0; b < state.links[i].size(); ++b)
+        if (b != i && state.links[i][b] == GpuLink::kNvLink)
+          e.nvlink_peers.push_back(static_cast<int>(b));
     out.push_back(std::move(e));
   }
   return out;

@@ -3,10 +3,12 @@
 // Contract:
 // * InventoryEntries / InventoryAnnotation give the `tessera.io/gpu-inventory` annotation
 //   (docs/OPERATIONS.md): per GPU index, UUID, catalog model, NVML total memory, MIG mode, MIG
-//   layout ("profile@start ...") and health. The annotation is encoded with
-//   kube::EncodeInventory and checked to decode (kube::DecodeInventory) to the same entries
-//   before it is returned, so the scheduler will accept it. A GPU whose product the catalog
-//   does not know, or a node with mixed models, is InvalidArgument naming the GPU: the
+//   layout ("profile@start ...") and health, and (format version 2) the MIG devices (instance
+//   "profile@start" and MIG device UUID, per compute instance), the NUMA node and PCI bus id
+//   when NVML reports them, and the GPUs it reaches over NVLink (from the link matrix). The
+//   annotation is encoded with kube::EncodeInventory and checked to decode (kube::DecodeInventory)
+//   to the same entries before it is returned, so the scheduler will accept it. A GPU whose product
+//   the catalog does not know, or a node with mixed models, is InvalidArgument naming the GPU: the
 //   scheduler could not use such an inventory. Zero GPUs give "[]".
 // * GfdLabels gives the node labels NVIDIA GPU Feature Discovery documents, with its value
 //   formats, for the "mixed" MIG strategy (Tessera handles MIG per GPU):

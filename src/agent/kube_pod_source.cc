@@ -1,5 +1,7 @@
 #include "agent/kube_pod_source.h"
 
+#include <set>
+
 #include "kube/translate.h"
 
 namespace tessera::agent {
@@ -73,11 +75,18 @@ Result<BoundPod> PodFromObject(const Json& pod) {
   if (auto a = meta.find("annotations"); a != meta.end() && a->is_object())
     for (auto it = a->begin(); it != a->end(); ++it)
       if (it->is_string()) out.annotations[it.key()] = it->get<std::string>();
+  std::set<std::string> started;
+  if (auto st = pod.find("status"); st != pod.end() && st->is_object())
+    if (auto cs = st->find("containerStatuses"); cs != st->end() && cs->is_array())
+      for (const Json& c : *cs)
+        if (c.is_object() && !StringAt(c, "containerID").empty())
+          started.insert(StringAt(c, "name"));
   const Json spec = pod.value("spec", Json::object());
   if (auto cs = spec.find("containers"); cs != spec.end() && cs->is_array())
     for (const Json& c : *cs) {
       if (!c.is_object()) continue;
-      out.containers.push_back({StringAt(c, "name"), Counts(c)});
+      const std::string name = StringAt(c, "name");
+      out.containers.push_back({name, Counts(c), started.count(name) > 0});
     }
   return out;
 }

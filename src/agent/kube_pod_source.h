@@ -8,7 +8,8 @@
 //   binding time is the PodScheduled condition's lastTransitionTime when it is "True", else
 //   metadata.creationTimestamp; per container (spec.containers, in order), every resource of
 //   resources.limits (else .requests) whose quantity is an integer count (extended resources
-//   such as nvidia.com/gpu; "10Gi" byte quantities are left out).
+//   such as nvidia.com/gpu; "10Gi" byte quantities are left out), and started when
+//   status.containerStatuses has a containerID for it.
 // * PodFromObject is that mapping for one object; a pod without uid or name is InvalidArgument.
 // * Errors: the client's (a failed list is returned as is). Thread-safe (kube::Client is).
 #pragma once

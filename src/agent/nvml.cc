@@ -42,6 +42,7 @@ namespace {
   X(nvmlDeviceGetTopologyCommonAncestor, true)          \
   X(nvmlDeviceGetP2PStatus, true)                       \
   X(nvmlDeviceGetNumaNodeId, false)                     \
+  X(nvmlDeviceGetPciInfo_v3, false)                     \
   X(nvmlEventSetCreate, true)                           \
   X(nvmlDeviceRegisterEvents, true)                     \
   X(nvmlEventSetWait_v2, true)                          \
@@ -283,6 +284,18 @@ class NvmlBackend final : public GpuBackend {
     if (r == NVML_ERROR_NOT_SUPPORTED) return std::optional<int>();
     if (r != NVML_SUCCESS) return Fail("nvmlDeviceGetNumaNodeId", Gpu(gpu), r);
     return std::optional<int>(static_cast<int>(node));
+  }
+
+  Result<std::string> PciBusId(int gpu) override {
+    auto d = Device(gpu);
+    if (!d.ok()) return d.status();
+    if (!api_.nvmlDeviceGetPciInfo_v3) return std::string();
+    nvmlPciInfo_t pci{};
+    auto r = api_.nvmlDeviceGetPciInfo_v3(*d, &pci);
+    if (r == NVML_ERROR_NOT_SUPPORTED) return std::string();
+    if (r != NVML_SUCCESS) return Fail("nvmlDeviceGetPciInfo_v3", Gpu(gpu), r);
+    pci.busId[sizeof(pci.busId) - 1] = '\0';
+    return std::string(pci.busId);
   }
 
   Result<int> CreateGpuInstance(int gpu, int profile_id, int start, int size) override {

@@ -122,6 +122,8 @@ class GpuBackend {
   virtual Result<GpuLink> Link(int a, int b) = 0;
   // Empty where NVML does not report it.
   virtual Result<std::optional<int>> NumaNode(int gpu) = 0;
+  // PCI bus id as NVML writes it ("00000000:07:00.0"); empty where NVML does not report it.
+  virtual Result<std::string> PciBusId(int gpu) = 0;
 
   // MIG changes. CreateGpuInstance places a GI of `profile_id` at memory slices
   // [start, start + size) and returns its GI id; CreateComputeInstance makes one compute

@@ -181,9 +181,78 @@ std::string EncodeInventory(const std::vector<GpuInventoryEntry>& gpus) {
                    {"mig_enabled", g.mig_enabled},
                    {"mig_layout", g.mig_layout},
                    {"health", g.healthy ? "healthy" : "unhealthy"}});
+    Json& e = arr.back();
+    e["version"] = kInventoryVersion;
+    if (g.mig_enabled) {
+      Json devs = Json::array();
+      for (const InventoryMigDevice& d : g.mig_devices)
+        devs.push_back({{"instance", d.instance}, {"uuid", d.uuid}});
+      e["mig_devices"] = std::move(devs);
+    }
+    if (g.numa_node) e["numa_node"] = *g.numa_node;
+    if (!g.pci_bus_id.empty()) e["pci_bus_id"] = g.pci_bus_id;
+    if (!g.nvlink_peers.empty()) e["nvlink_peers"] = g.nvlink_peers;
   }
   return arr.dump();
 }
+
+namespace {
+
+// The version 2 fields of one entry (its layout already checked); `gpus` is the node's count.
+Status DecodeInventoryV2(const Json& e, const std::string& where, const MigLayout& layout,
+                         const MigGeometry* geo, size_t gpus, GpuInventoryEntry& g) {
+  if (const Json* devs = Field(e, "mig_devices")) {
+    if (!devs->is_array()) return InvalidArgument(where + ".mig_devices must be a list");
+    if (!g.mig_enabled && !devs->empty())
+      return InvalidArgument(where + ": mig_devices given but mig_enabled is false");
+    std::set<std::string> instances, uuids;
+    for (const MigInstance& m : layout)
+      instances.insert(geo->profiles[static_cast<size_t>(m.profile)].name + "@" +
+                       std::to_string(m.start));
+    for (const Json& d : *devs) {
+      if (!d.is_object()) return InvalidArgument(where + ".mig_devices: entries must be objects");
+      auto inst = StrField(d, "instance", where + ".mig_devices");
+      auto uuid = StrField(d, "uuid", where + ".mig_devices");
+      for (const auto* r : {&inst, &uuid})
+        if (!r->ok()) return r->status();
+      if (!instances.count(*inst))
+        return InvalidArgument(where + ".mig_devices: instance \"" + *inst +
+                               "\" is not in mig_layout \"" + g.mig_layout + "\"");
+      if (uuid->empty()) return InvalidArgument(where + ".mig_devices: " + *inst + " has no uuid");
+      if (!uuids.insert(*uuid).second)
+        return InvalidArgument(where + ".mig_devices: uuid " + *uuid + " appears twice");
+      g.mig_devices.push_back({*inst, *uuid});
+    }
+  }
+  if (Field(e, "numa_node")) {
+    auto numa = IntField(e, "numa_node", 0, where);
+    if (!numa.ok()) return numa.status();
+    if (*numa < 0 || *numa > INT32_MAX)
+      return InvalidArgument(where + ": numa_node must be within 0.." + std::to_string(INT32_MAX));
+    g.numa_node = static_cast<int>(*numa);
+  }
+  auto pci = StrField(e, "pci_bus_id", where);
+  if (!pci.ok()) return pci.status();
+  g.pci_bus_id = *pci;
+  if (const Json* peers = Field(e, "nvlink_peers")) {
+    if (!peers->is_array()) return InvalidArgument(where + ".nvlink_peers must be a list");
+    for (const Json& p : *peers) {
+      if (!p.is_number_integer() || p.get<int64_t>() < 0 ||
+          p.get<int64_t>() >= static_cast<int64_t>(gpus) || p.get<int64_t>() == g.index)
+        return InvalidArgument(where +
+                               ".nvlink_peers: peers must be indices of the node's other "
+                               "GPUs (0.." +
+                               std::to_string(gpus - 1) + ")");
+      g.nvlink_peers.push_back(p.get<int>());
+    }
+    std::sort(g.nvlink_peers.begin(), g.nvlink_peers.end());
+    if (std::adjacent_find(g.nvlink_peers.begin(), g.nvlink_peers.end()) != g.nvlink_peers.end())
+      return InvalidArgument(where + ".nvlink_peers: a peer appears twice");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<std::vector<GpuInventoryEntry>> DecodeInventory(std::string_view text) {
   Json j = Json::parse(text, nullptr, false);
@@ -229,17 +298,27 @@ Result<std::vector<GpuInventoryEntry>> DecodeInventory(std::string_view text) {
     else
       return InvalidArgument(where + ": health must be \"healthy\" or \"unhealthy\", got \"" +
                              *health + "\"");
+    MigLayout instances;
+    const MigGeometry* geo = nullptr;
     if (g.mig_enabled) {
-      const MigGeometry* geo = MigGeometryFor(*id);
+      geo = MigGeometryFor(*id);
       if (!geo) return InvalidArgument(where + ": " + g.model + " has no MIG mode");
       auto parsed = ParseMigLayout(*geo, g.mig_layout);
       if (!parsed.ok())
         return InvalidArgument(where + ": mig_layout: " + parsed.status().message());
       Status legal = CheckMigLayout(*geo, *parsed);
       if (!legal.ok()) return InvalidArgument(where + ": mig_layout: " + legal.message());
+      instances = std::move(*parsed);
     } else if (!g.mig_layout.empty()) {
       return InvalidArgument(where + ": mig_layout given but mig_enabled is false");
     }
+    auto version = IntField(e, "version", 1, where);
+    if (!version.ok()) return version.status();
+    if (*version < 1 || *version > INT32_MAX)
+      return InvalidArgument(where + ": version must be a positive integer");
+    g.version = static_cast<int>(*version);
+    Status v2 = DecodeInventoryV2(e, where, instances, geo, j.size(), g);
+    if (!v2.ok()) return v2;
     out.push_back(std::move(g));
   }
   std::sort(out.begin(), out.end(), [](const GpuInventoryEntry& a, const GpuInventoryEntry& b) {

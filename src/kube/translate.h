@@ -23,6 +23,12 @@
 //       "mig_layout":"3g.40gb@0 2g.20gb@4 1g.10gb@6","health":"healthy"}, …]
 //     model: a catalog name or a GFD product string; health: "healthy" | "unhealthy";
 //     mig_layout: MigLayoutString form, empty when MIG is disabled.
+//     Version 2 entries add "version":2 and optional fields: "mig_devices" (per MIG device:
+//     {"instance":"3g.40gb@0","uuid":"MIG-…"}, instances of mig_layout), "numa_node" (integer
+//     >= 0), "pci_bus_id" (NVML form, e.g. "00000000:07:00.0") and "nvlink_peers" (indices of
+//     the GPUs this one reaches over NVLink). An entry without "version" is version 1. Versions
+//     only add optional fields: a reader reads the fields it knows and ignores the others, so
+//     a newer version's entries still decode (an incompatible change gets a new annotation).
 //   tessera.io/assignment (pod, written by Tessera when it binds):
 //     {"node":"gpu-a","kind":"mig","gpus":[3],"uuids":["GPU-…"],"mig_instance":"3g.40gb@4",
 //      "gpu_milli":0,"mps_thread_pct":0,"memory_limit_mib":0}
@@ -139,6 +145,16 @@ struct Assignment {
 std::string EncodeAssignment(const Assignment& a);  // compact JSON
 Result<Assignment> DecodeAssignment(std::string_view text);
 
+// The inventory format EncodeInventory writes (see the annotation formats above).
+inline constexpr int kInventoryVersion = 2;
+
+// One MIG device of a GPU in the inventory (version 2).
+struct InventoryMigDevice {
+  std::string instance;  // "<profile>@<start>", one of the GPU's mig_layout instances
+  std::string uuid;      // the MIG device UUID, "MIG-…"
+  bool operator==(const InventoryMigDevice&) const = default;
+};
+
 // One GPU of a node (annotation tessera.io/gpu-inventory).
 struct GpuInventoryEntry {
   int index = 0;
@@ -148,11 +164,20 @@ struct GpuInventoryEntry {
   bool mig_enabled = false;
   std::string mig_layout;  // MigLayoutString form; empty when MIG is disabled
   bool healthy = true;
+  // Version 2; empty / absent in version 1 entries and where the agent did not discover them.
+  // (Default member initializers keep positional initialisation of the first fields valid.)
+  std::vector<InventoryMigDevice> mig_devices = {};  // in mig_layout order
+  std::optional<int> numa_node = {};
+  std::string pci_bus_id = {};
+  std::vector<int> nvlink_peers = {};  // ascending GPU indices
+  int version = kInventoryVersion;  // as decoded; EncodeInventory always writes kInventoryVersion
   bool operator==(const GpuInventoryEntry&) const = default;
 };
 std::string EncodeInventory(const std::vector<GpuInventoryEntry>& gpus);
 // Checks indices (0..n-1, each once), models (known to the catalog), MIG layouts (legal for the
-// model), at most kMaxGpusPerNode entries.
+// model), at most kMaxGpusPerNode entries; version 2 fields: MIG devices name instances of the
+// layout with a non-empty UUID, each UUID once; numa_node >= 0; NVLink peers are other GPUs of
+// the node, each once. An entry's version is an integer >= 1 (default 1).
 Result<std::vector<GpuInventoryEntry>> DecodeInventory(std::string_view text);
 
 // Catalog model for a GFD `nvidia.com/gpu.product` value (also accepts catalog names),

@@ -5,11 +5,14 @@
 // become MPS clients and the agent starts their GPU's MPS daemon with the limits.
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -83,10 +86,14 @@ std::string ReadFile(const std::string& path) {
 
 class AgentE2e : public ::testing::Test {
  protected:
-  void Init(const std::string& mig_layout) {
+  // One A100 with `mig_layout` (MIG off when empty), then `whole_gpus` more without MIG.
+  void Init(const std::string& mig_layout, int whole_gpus = 0) {
     Json gpu = {{"model", "A100-80GB"}, {"uuid", kGpuUuid}, {"mig", !mig_layout.empty()}};
     if (!mig_layout.empty()) gpu["mig_layout"] = mig_layout;
-    nvml_ = std::make_unique<FakeNode>(Json{{"gpus", Json::array({gpu})}});
+    Json gpus = Json::array({gpu});
+    for (int i = 1; i <= whole_gpus; ++i)
+      gpus.push_back({{"model", "A100-80GB"}, {"uuid", "GPU-e2e-" + std::to_string(i)}});
+    nvml_ = std::make_unique<FakeNode>(Json{{"gpus", gpus}});
     char tmpl[] = "/tmp/tessera-e2e-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -112,8 +119,29 @@ class AgentE2e : public ::testing::Test {
     config_.metrics_address = "127.0.0.1:0";
     config_.proc_root = dir_ + "/proc";
     pods_ = std::make_unique<KubePodSource>(*client_, kNode);
+    StartAgent();
+  }
+
+  // A new agent process as far as the device plugin is concerned: nothing kept in memory.
+  void StartAgent() {
+    if (loop_) loop_->Stop();
+    loop_.reset();
     loop_ = std::make_unique<AgentLoop>(*client_, *backend_, *pods_, config_);
     ASSERT_TRUE(loop_->Start().ok());
+  }
+
+  // The kubelet's Allocate of one device of `endpoint`: NVIDIA_VISIBLE_DEVICES, or the error.
+  Result<std::string> KubeletAllocate(const std::string& endpoint, const std::string& device) {
+    auto stub = kubelet_->Dial(endpoint);
+    v1beta1::AllocateRequest req;
+    req.add_container_requests()->add_devices_ids(device);
+    v1beta1::AllocateResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    grpc::Status st = stub->Allocate(&ctx, req, &resp);
+    if (!st.ok()) return NotFound(std::to_string(st.error_code()) + ": " + st.error_message());
+    if (resp.container_responses_size() != 1) return Internal("not one container response");
+    return resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES");
   }
 
   void StartScheduler() {
@@ -241,6 +269,55 @@ TEST_F(AgentE2e, AMigPodIsReLaidOutBoundAndAllocatedItsInstance) {
   EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), want);
 }
 
+TEST_F(AgentE2e, AllocationsSurviveAnAgentRestart) {
+  Init("", 2);
+  ASSERT_TRUE(loop_->Pass().ok());
+  StartScheduler();
+  for (const char* name : {"a", "b"})
+    ASSERT_TRUE(
+        server_.Create("/api/v1/namespaces/ml/pods", PodObject(name, {{"nvidia.com/gpu", "1"}}))
+            .ok());
+  std::map<std::string, std::string> gpu_of;  // GPU UUID -> pod
+  for (const char* name : {"a", "b"}) {
+    auto a = WaitForBinding(name);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_EQ(a->uuids.size(), 1u);
+    gpu_of[a->uuids[0]] = name;
+  }
+  ASSERT_EQ(gpu_of.size(), 2u);
+  ASSERT_TRUE(loop_->Pass().ok());
+
+  // One of the two is allocated, then the agent restarts.
+  auto first = KubeletAllocate("tessera-gpu.sock", kGpuUuid);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_TRUE(gpu_of.count(*first)) << *first;
+  StartAgent();
+  ASSERT_TRUE(loop_->Pass().ok());
+
+  // The other pod, bound before the restart, gets its own GPU, not the first pod's again.
+  auto second = KubeletAllocate("tessera-gpu.sock", kGpuUuid);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  ASSERT_TRUE(gpu_of.count(*second)) << *second;
+  EXPECT_NE(gpu_of[*second], gpu_of[*first]);
+
+  // A pod bound after the restart gets the third GPU; then nothing waits.
+  ASSERT_TRUE(
+      server_.Create("/api/v1/namespaces/ml/pods", PodObject("c", {{"nvidia.com/gpu", "1"}})).ok());
+  auto c = WaitForBinding("c");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto third = KubeletAllocate("tessera-gpu.sock", kGpuUuid);
+  ASSERT_TRUE(third.ok()) << third.status().message();
+  EXPECT_EQ(*third, c->uuids.at(0));
+  EXPECT_FALSE(gpu_of.count(*third));
+  EXPECT_FALSE(KubeletAllocate("tessera-gpu.sock", kGpuUuid).ok());
+  for (const char* name : {"a", "b", "c"}) {
+    const std::string uid = Pod(name)["metadata"].value("uid", "");
+    EXPECT_TRUE(std::filesystem::exists(config_.plugin.allocator.cdi_dir + "/tessera.io-gpu-" +
+                                        uid + "-main-gpu.json"))
+        << name;
+  }
+}
+
 TEST_F(AgentE2e, AStandardShareGetsAnMpsDaemonWithItsLimits) {
   Init("");
   ASSERT_TRUE(loop_->Pass().ok());
@@ -294,6 +371,35 @@ TEST_F(AgentE2e, MetricsAndHealthAreServed) {
   EXPECT_NE(m.find("tessera_agent_up 1\n"), std::string::npos) << m;
   EXPECT_NE(m.find("tessera_agent_discovery_errors_total 0\n"), std::string::npos) << m;
   EXPECT_NE(m.find("DCGM_FI_DEV_FB_USED"), std::string::npos) << m;
+}
+
+// The exposition passes `promtool check metrics` (format and lint), as the scheduler's does in
+// tests/prometheus; skipped where promtool is not installed. The one lint finding allowed is
+// the camelCase labels of DCGM_FI_* series, which keep dcgm-exporter's names on purpose.
+TEST_F(AgentE2e, MetricsPassPromtoolCheck) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0) GTEST_SKIP() << "no promtool";
+  Init("3g.40gb@0 3g.40gb@4", 1);
+  ASSERT_TRUE(loop_->Pass().ok());
+  httplib::Client http("127.0.0.1", loop_->metrics_port());
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("tessera_agent_passes_total 1\n"), std::string::npos);
+  const std::string in = dir_ + "/metrics.txt", out = dir_ + "/promtool.txt";
+  std::ofstream(in) << metrics->body;
+  const int rc = std::system(("promtool check metrics < " + in + " > " + out + " 2>&1").c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  const std::string report = ReadFile(out);
+  std::istringstream lines(report);
+  int other = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && !(line.rfind("DCGM_FI_", 0) == 0 &&
+                           line.find("label names should be written in 'snake_case' not "
+                                     "'camelCase'") != std::string::npos))
+      ++other;
+  EXPECT_EQ(other, 0) << report << "\n" << metrics->body;
+  // promtool exits 3 for lint findings only, 1 for a format error.
+  EXPECT_TRUE(WEXITSTATUS(rc) == 0 || WEXITSTATUS(rc) == 3) << report;
 }
 
 }  // namespace

@@ -116,12 +116,11 @@ class DevicePluginTest : public ::testing::Test {
     ASSERT_TRUE(state.ok()) << state.status().message();
     state_ = *state;
     ASSERT_EQ(kubelet_.Start().code(), StatusCode::kOk);
-    DevicePluginConfig cfg_dp;
-    cfg_dp.plugin_dir = dir_.path();
-    cfg_dp.allocator.cdi_dir = dir_.path() + "/cdi";
-    cfg_dp.allocator.mps_root = "/run/tessera/mps";
-    cfg_dp.kubelet_poll_ms = 50;
-    plugin_ = std::make_unique<DevicePluginManager>(pods_, cfg_dp);
+    cfg_dp_.plugin_dir = dir_.path();
+    cfg_dp_.allocator.cdi_dir = dir_.path() + "/cdi";
+    cfg_dp_.allocator.mps_root = "/run/tessera/mps";
+    cfg_dp_.kubelet_poll_ms = 50;
+    plugin_ = std::make_unique<DevicePluginManager>(pods_, cfg_dp_);
     ASSERT_TRUE(plugin_->Start(state_).ok());
     if (watch_health) {
       ASSERT_TRUE(plugin_->WatchHealth(*nvml_).ok());
@@ -158,6 +157,7 @@ class DevicePluginTest : public ::testing::Test {
   TempDir dir_;
   FakeKubelet kubelet_{dir_.path()};
   StaticPodSource pods_;
+  DevicePluginConfig cfg_dp_;
   std::unique_ptr<FakeNvml> nvml_env_;
   std::unique_ptr<GpuBackend> nvml_;
   NodeGpuState state_;
@@ -362,6 +362,46 @@ TEST_F(DevicePluginTest, OldestBoundPodWinsAndIsAllocatedOnce) {
   v1beta1::AllocateResponse resp;
   grpc::Status st = Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DevicePluginTest, ARestartedPluginKeepsWhatItAllocated) {
+  const std::string a = R"({"node":"n","kind":"exclusive","gpus":[1],"uuids":["GPU-dp-1"]})";
+  const std::string b = R"({"node":"n","kind":"exclusive","gpus":[2],"uuids":["GPU-dp-2"]})";
+  BoundPod running = Pod("running", "2026-01-01T00:00:00Z", "nvidia.com/gpu", 1, a);
+  running.containers[0].started = true;  // allocated by an agent whose CDI dir is gone
+  pods_.Add(running);
+  pods_.Add(Pod("early", "2026-01-01T00:00:01Z", "nvidia.com/gpu", 1, a));
+  pods_.Add(Pod("late", "2026-01-01T00:00:09Z", "nvidia.com/gpu", 1, b));
+  v1beta1::AllocateResponse resp;
+  ASSERT_TRUE(Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp).ok());
+  EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-dp-1");
+  const std::string early_spec = cdi_dir() + "/tessera.io-gpu-early-main-gpu.json";
+  ASSERT_TRUE(std::filesystem::exists(early_spec));
+  // Specs of pods gone while the agent was down, and another vendor's spec.
+  const std::string gone = cdi_dir() + "/tessera.io-gpu-gone-main-gpu.json";
+  const std::string other = cdi_dir() + "/nvidia.com-gpu.json";
+  for (const std::string& f : {gone, other}) std::ofstream(f) << "{}";
+
+  plugin_->Stop();
+  plugin_ = std::make_unique<DevicePluginManager>(pods_, cfg_dp_);
+  ASSERT_TRUE(plugin_->Start(state_).ok());
+  auto recovered = plugin_->allocator().Recover();
+  ASSERT_TRUE(recovered.ok()) << recovered.status().message();
+  EXPECT_EQ(*recovered, 1);
+  EXPECT_TRUE(plugin_->allocator().Allocated("early", "main", "nvidia.com/gpu"));
+  EXPECT_FALSE(std::filesystem::exists(gone));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_TRUE(std::filesystem::exists(early_spec));
+  EXPECT_EQ(*plugin_->allocator().Recover(), 0);  // once
+
+  // The pod bound before the restart and not yet allocated gets its own GPU, and only it.
+  ASSERT_TRUE(kubelet_.WaitForRegistrations(2 * plugin_->Resources().size(), seconds(5)));
+  resp.Clear();
+  ASSERT_TRUE(Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp).ok());
+  EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-dp-2");
+  resp.Clear();
+  EXPECT_EQ(Allocate("tessera-gpu.sock", {"GPU-dp-1"}, &resp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(DevicePluginTest, SeveralContainersSucceedOrFailTogether) {

@@ -357,6 +357,54 @@ TEST(Inventory, RoundTripsAndLabelsAreExact) {
   EXPECT_EQ(labels.size(), want.size() + 7u * 10u);
 }
 
+TEST(Inventory, Version2CarriesMigDevicesAndTopology) {
+  Json gpus = Json::array();
+  for (int i = 0; i < 4; ++i)
+    gpus.push_back({{"model", "A100-80GB"},
+                    {"uuid", "GPU-t-" + std::to_string(i)},
+                    {"numa", i < 2 ? 0 : 1},
+                    {"pcie_switch", i}});
+  gpus[0]["mig"] = true;
+  gpus[0]["mig_layout"] = "3g.40gb@0 2g.20gb@4";
+  gpus[0]["pci_bus_id"] = "00000000:07:00.0";
+  gpus[1]["mig"] = true;  // MIG on, no instances
+  gpus[2]["numa"] = -1;   // NVML reports no NUMA node
+  gpus[3]["pci_bus_id"] = "";
+  auto state = DiscoverWith({{"nvlink_groups", {{0, 1}, {2, 3}}}, {"gpus", gpus}});
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  auto text = InventoryAnnotation(*state);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  const Json j = Json::parse(*text);
+  ASSERT_EQ(j.size(), 4u);
+  for (const Json& e : j) EXPECT_EQ(e.value("version", 0), kube::kInventoryVersion) << e.dump();
+
+  const auto& mig = state->gpus[0].mig_instances;
+  ASSERT_EQ(mig.size(), 2u);
+  const Json want_devices = {
+      {{"instance", "3g.40gb@0"}, {"uuid", mig[0].compute_instances.at(0).uuid}},
+      {{"instance", "2g.20gb@4"}, {"uuid", mig[1].compute_instances.at(0).uuid}}};
+  EXPECT_EQ(j[0]["mig_devices"], want_devices);
+  EXPECT_EQ(mig[0].compute_instances.at(0).uuid.rfind("MIG-", 0), 0u);
+  EXPECT_EQ(j[0]["numa_node"], 0);
+  EXPECT_EQ(j[0]["pci_bus_id"], "00000000:07:00.0");
+  EXPECT_EQ(j[0]["nvlink_peers"], Json::array({1}));
+  EXPECT_EQ(j[1]["mig_devices"], Json::array());
+  EXPECT_EQ(j[1]["pci_bus_id"], "00000000:11:00.0");
+  EXPECT_FALSE(j[2].contains("numa_node"));
+  EXPECT_EQ(j[2]["nvlink_peers"], Json::array({3}));
+  EXPECT_FALSE(j[2].contains("mig_devices"));
+  EXPECT_EQ(j[3]["numa_node"], 1);
+  EXPECT_FALSE(j[3].contains("pci_bus_id"));
+
+  // The scheduler's reader gives back exactly what the agent discovered.
+  auto back = kube::DecodeInventory(*text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, *InventoryEntries(*state));
+  EXPECT_EQ((*back)[0].mig_devices.size(), 2u);
+  EXPECT_EQ((*back)[2].numa_node, std::nullopt);
+  EXPECT_EQ((*back)[3].nvlink_peers, std::vector<int>{2});
+}
+
 TEST(Inventory, NonMigNodeLabels) {
   auto state = DiscoverWith(
       {{"gpus", {{{"model", "H100-80GB"}, {"memory_mib", 81559}}, {{"model", "H100-80GB"}}}}});

@@ -579,6 +579,18 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  FAKE_LOCK;
+  FAKE_CHECK("nvmlDeviceGetPciInfo_v3", GpuIndex(device));
+  Gpu* g = DeviceOf(device);
+  if (!g || !pci) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->pci_bus_id.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  *pci = nvmlPciInfo_t{};
+  std::snprintf(pci->busId, sizeof(pci->busId), "%s", g->pci_bus_id.c_str());
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%s", g->pci_bus_id.c_str());
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
   FAKE_LOCK;
   FAKE_CHECK("nvmlEventSetCreate", -1);

@@ -236,6 +236,9 @@ void Load() {
     }
     g.numa = e.value("numa", 0);
     g.pcie_switch = e.value("pcie_switch", index);
+    char bus[32];
+    std::snprintf(bus, sizeof(bus), "00000000:%02X:00.0", 0x10 + index);
+    g.pci_bus_id = e.value("pci_bus_id", std::string(bus));
     g.xids = e.value("xids", std::vector<unsigned long long>());
     g.fail = ParseFail(e.value("fail", Json::object()));
     for (const Json& p : e.value("processes", Json::array()))

@@ -51,6 +51,7 @@ struct Gpu {
   bool has_util = true;
   unsigned util_gpu = 0, util_mem = 0;
   int numa = 0, pcie_switch = 0;
+  std::string pci_bus_id;  // empty: nvmlDeviceGetPciInfo_v3 is NOT_SUPPORTED
   std::vector<unsigned long long> xids;
   std::map<std::string, nvmlReturn_t> fail;
 };

@@ -56,6 +56,9 @@ TEST_F(KubePodSourceTest, ListsThisNodesRunningPodsWithCountsAndBindingTime) {
       server_
           .Create(pods, Pod("b", "gpu-a", {{"tessera.io/gpu-compute", "30"}},
                             {{"phase", "Running"},
+                             {"containerStatuses",
+                              Json::array({{{"name", "side"}, {"containerID", "containerd://1f"}},
+                                           {{"name", "main"}, {"containerID", ""}}})},
                              {"conditions",
                               Json::array({{{"type", "PodScheduled"},
                                             {"status", "True"},
@@ -83,6 +86,11 @@ TEST_F(KubePodSourceTest, ListsThisNodesRunningPodsWithCountsAndBindingTime) {
   EXPECT_EQ(b.bound_at, "2026-02-02T00:00:00Z");
   EXPECT_EQ(b.containers[0].requests,
             (std::map<std::string, int64_t>{{"tessera.io/gpu-compute", 30}}));
+  // A container with a container ID was created, hence allocated; the others were not.
+  EXPECT_FALSE(a.containers[0].started);
+  EXPECT_FALSE(a.containers[1].started);
+  EXPECT_FALSE(b.containers[0].started);
+  EXPECT_TRUE(b.containers[1].started);
 
   bool selected = false;
   for (const auto& r : server_.Requests())
