@@ -19,11 +19,13 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <openssl/evp.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/agent_loop.h"
 #include "kube/scheduler.h"
 #include "kube/translate.h"
+#include "kube/webhook.h"
 #include "tests/agent/fake_kubelet.h"
 #include "tests/agent/fake_node.h"
 #include "tests/kube/fake_apiserver.h"
@@ -351,6 +353,57 @@ TEST_F(AgentE2e, AStandardShareGetsAnMpsDaemonWithItsLimits) {
                   .ok());
   ASSERT_TRUE(loop_->Pass().ok());
   EXPECT_NE(ReadFile(record_).find("stdin quit\n"), std::string::npos);
+}
+
+// A pod that asks only for GPU memory: the webhook gives its container one tessera.io/gpu-slice
+// device, the scheduler makes it an MPS client, and the kubelet's Allocate of that device hands
+// the container the GPU with its limits.
+TEST_F(AgentE2e, AMemoryOnlyPodGetsItsMpsShareThroughTheSliceDevice) {
+  Init("");
+  ASSERT_TRUE(loop_->Pass().ok());
+  StartScheduler();
+  const Json sent = PodObject("mem", {{"tessera.io/gpu-memory", "12Gi"}});
+  const Json review = {{"apiVersion", "admission.k8s.io/v1"},
+                       {"kind", "AdmissionReview"},
+                       {"request",
+                        {{"uid", "r-1"},
+                         {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                         {"object", sent}}}};
+  auto reply = kube::ReviewPod(review, {});
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  const std::string b64 = reply->at("response").at("patch").get<std::string>();
+  std::string text(b64.size(), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(text.data()),
+                                reinterpret_cast<const unsigned char*>(b64.data()),
+                                static_cast<int>(b64.size()));
+  ASSERT_GT(n, 0);
+  text.resize(static_cast<size_t>(n));
+  while (!text.empty() && text.back() == '\0') text.pop_back();
+  const Json pod = sent.patch(Json::parse(text));
+  ASSERT_TRUE(server_.Create("/api/v1/namespaces/ml/pods", pod).ok());
+
+  auto a = WaitForBinding("mem");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_EQ(a->kind, kube::AssignmentKind::kMps);
+  ASSERT_GE(a->memory_limit_mib, 12 * 1024);
+  ASSERT_TRUE(loop_->Pass().ok());
+  auto list = kubelet_->FirstListAndWatch("tessera-gpu-slice.sock");
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->devices_size(), kSliceDevicesPerGpu);
+  auto stub = kubelet_->Dial("tessera-gpu-slice.sock");
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(list->devices(7).id());
+  v1beta1::AllocateResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  grpc::Status st = stub->Allocate(&ctx, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resp.container_responses_size(), 1);
+  const auto& envs = resp.container_responses(0).envs();
+  EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), kGpuUuid);
+  EXPECT_EQ(envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), std::to_string(a->mps_thread_pct));
+  EXPECT_EQ(envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+            std::string(kGpuUuid) + "=" + std::to_string(a->memory_limit_mib) + "M");
 }
 
 TEST_F(AgentE2e, MetricsAndHealthAreServed) {
