@@ -148,7 +148,7 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
     if (!upper->empty() && !lower->empty() && *upper != *lower)
       return c.Err(mpath, "Hostname " + QuotedValue(*upper) + " and hostname " +
                               QuotedValue(*lower) + " disagree");
-    s.hostname = upper->empty() ? *lower : *upper;
+    if (LabelApplies(s.field, "Hostname")) s.hostname = upper->empty() ? *lower : *upper;
     struct Bind {
       std::string* dst;
       const char* label;
