@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "cluster/gpu_catalog.h"
-#include "cluster/mig_geometry.h"
 #include "kube/client.h"
 #include "kube/rightsize.h"
 #include "policies/builtin.h"
@@ -79,40 +78,6 @@ CoreStats SchedulerCore::stats() const {
   return s;
 }
 
-namespace {
-
-// The GPUs a pod's assignment holds, in the unit HeldMilli counts: a MIG instance its compute
-// slices over the GPU's, an MPS client its thread share, a time-slice replica its declared
-// memory over the GPU's.
-double AllocatedGpus(const Assignment& a, GpuModelId model) {
-  const int64_t memory_mib = GpuCatalog::Builtin().Get(model).memory_mib;
-  auto mig_share = [&]() -> double {
-    const MigGeometry* geo = MigGeometryFor(model);
-    const std::string profile = a.mig_instance.substr(0, a.mig_instance.find('@'));
-    const int idx = geo ? geo->Find(profile) : -1;
-    if (idx < 0 || geo->compute_slices <= 0) return 0;
-    return static_cast<double>(geo->profiles[idx].compute_slices) / geo->compute_slices;
-  };
-  switch (a.kind) {
-    case AssignmentKind::kExclusive:
-      return static_cast<double>(a.gpus.size());
-    case AssignmentKind::kShare:
-      return a.gpu_milli / 1000.0;
-    case AssignmentKind::kMps:
-      return a.mps_thread_pct / 100.0;
-    case AssignmentKind::kTimeSlice:
-      return memory_mib > 0 ? std::min(1.0, static_cast<double>(a.memory_limit_mib) / memory_mib)
-                            : 0;
-    case AssignmentKind::kMig:
-      return mig_share();
-    case AssignmentKind::kMigMps:
-      return mig_share() * a.mps_thread_pct / 100.0;
-  }
-  return 0;
-}
-
-}  // namespace
-
 std::string SchedulerCore::Metrics(double now) const {
   std::map<std::string, int64_t> pending;
   std::map<std::string, double> oldest;
@@ -165,7 +130,7 @@ std::string SchedulerCore::Metrics(double now) const {
     if (node == node_index_.end()) continue;
     const GpuModelId model = node_info_[node->second].model;
     if (model == kNoGpuModel) continue;
-    const double gpus = AllocatedGpus(a, model);
+    const double gpus = AssignmentGpus(a, model);
     if (gpus <= 0) continue;
     char value[32];
     std::snprintf(value, sizeof value, "%.6g", gpus);
