@@ -34,7 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const PromSample& p = s.samples[i];
       if (!std::isfinite(p.value) || !std::isfinite(p.t_s) || p.value < 0)
         Fail("sample not finite and non-negative", input);
-      if (s.field != DcgmField::kFbUsedMib && p.value > 1) Fail("ratio above 1", input);
+      if (s.field != DcgmField::kFbUsedMib && s.field != DcgmField::kAgentPodMemoryMib &&
+          s.field != DcgmField::kPodAllocatedGpus && p.value > 1)
+        Fail("ratio above 1", input);
       if (i > 0 && p.t_s <= s.samples[i - 1].t_s) Fail("timestamps not increasing", input);
     }
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -31,6 +32,9 @@ int ComputeRank(DcgmField f) {
     case DcgmField::kGpuUtil:
       return 1;
     case DcgmField::kFbUsedMib:
+    case DcgmField::kAgentPodMemoryMib:
+    case DcgmField::kPodAllocatedGpus:
+    case DcgmField::kAllocatedRatio:
       break;
   }
   return 0;
@@ -47,8 +51,22 @@ struct Point {
   bool has_memory = false, has_compute = false;
 };
 
+// A GPU or MIG instance as the node agent and DCGM both name it: UUID and MIG profile.
+std::string AgentKey(const PromSeries& s) {
+  return (s.uuid.empty() ? s.hostname + "/" + s.gpu : s.uuid) +
+         (s.mig_profile.empty() ? "" : "/" + s.mig_profile);
+}
+
 struct Device {
   const PromSeries* memory = nullptr;
+  const PromSeries* compute = nullptr;
+  const PromSeries* agent_memory = nullptr;  // the node agent's per-pod memory, preferred
+};
+
+// DCGM's series of one device, whichever pod (if any) they are labelled with.
+struct DeviceSeries {
+  std::string model_name;
+  std::set<std::string> instances;  // GPU_I_ID values seen
   const PromSeries* compute = nullptr;
 };
 
@@ -148,11 +166,26 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
   std::vector<std::pair<std::string, std::string>> order;  // pods by first appearance
   std::map<std::pair<std::string, std::string>, Pod> pods;
   bool any_memory = false;
+  std::map<std::string, DeviceSeries> by_device;  // by AgentKey
+  std::vector<const PromSeries*> agent;
   for (const PromRange& r : ranges) {
     out.skipped_non_finite += r.skipped_non_finite;
     out.warnings.insert(out.warnings.end(), r.warnings.begin(), r.warnings.end());
     for (const PromSeries& s : r.series) {
       if (s.samples.empty()) continue;
+      if (s.field == DcgmField::kPodAllocatedGpus || s.field == DcgmField::kAllocatedRatio)
+        continue;
+      if (s.field == DcgmField::kAgentPodMemoryMib) {
+        if (s.pod.empty()) continue;  // the agent's unattributed memory is not a pod's
+        agent.push_back(&s);
+        continue;
+      }
+      DeviceSeries& dev = by_device[AgentKey(s)];
+      if (dev.model_name.empty()) dev.model_name = s.model_name;
+      dev.instances.insert(s.mig_instance);
+      if (s.field != DcgmField::kFbUsedMib &&
+          (!dev.compute || ComputeRank(s.field) > ComputeRank(dev.compute->field)))
+        dev.compute = &s;
       if (s.pod.empty()) {
         ++out.unattributed_series;
         continue;
@@ -179,6 +212,38 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
       }
     }
   }
+  // The node agent's per-pod memory replaces DCGM's reading of the same device for that pod;
+  // compute stays DCGM's (per device), taken from any series of the device when DCGM did not
+  // label it with the pod.
+  for (const PromSeries* a : agent) {
+    const auto key = std::make_pair(a->ns, a->pod);
+    auto [it, added] = pods.try_emplace(key);
+    if (added) {
+      order.push_back(key);
+      it->second.ns = a->ns;
+      it->second.name = a->pod;
+    }
+    Device* target = nullptr;
+    for (auto& [id, d] : it->second.devices) {
+      const PromSeries* any = d.memory ? d.memory : d.compute;
+      if (any && AgentKey(*any) == AgentKey(*a)) target = &d;
+    }
+    if (!target) {
+      auto dev = by_device.find(AgentKey(*a));
+      if (dev == by_device.end() || !dev->second.compute || dev->second.instances.size() > 1) {
+        out.unmatched_samples += static_cast<int64_t>(a->samples.size());
+        continue;
+      }
+      Device& d = it->second.devices[GpuId(*dev->second.compute)];
+      d.compute = dev->second.compute;
+      target = &d;
+    }
+    if (target->agent_memory)
+      return InvalidArgument(source + ": two " + advisor::DcgmFieldName(a->field) +
+                             " series for pod " + a->ns + "/" + a->pod + " on GPU " + AgentKey(*a));
+    target->agent_memory = a;
+    any_memory = true;
+  }
   if (!any_memory)
     return NotFound(
         source + ": no " + std::string(advisor::DcgmFieldName(DcgmField::kFbUsedMib)) +
@@ -192,13 +257,15 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
     w.owner = p.name;
     int whole = 0;
     for (const auto& [id, d] : p.devices) {
-      if (!d.memory || !d.compute) {
-        const PromSeries* only = d.memory ? d.memory : d.compute;
+      const PromSeries* memory = d.agent_memory ? d.agent_memory : d.memory;
+      if (!memory || !d.compute) {
+        const PromSeries* only = memory ? memory : d.compute;
         out.unmatched_samples += static_cast<int64_t>(only->samples.size());
         continue;
       }
-      const PromSeries& m = *d.memory;
-      std::string product = m.model_name;
+      const PromSeries& m = *memory;
+      const PromSeries& labels = d.memory ? *d.memory : *d.compute;  // DCGM's, with modelName
+      std::string product = labels.model_name;
       std::replace(product.begin(), product.end(), ' ', '-');
       auto model = kube::ModelFromProduct(product);
       if (!model.ok())
@@ -210,15 +277,15 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
         return InvalidArgument(source + ": pod " + p.ns + "/" + p.name + " runs on both " +
                                w.gpu_model + " and " + model_name);
       double compute_scale = 1;
-      if (!m.mig_profile.empty()) {
+      if (!labels.mig_profile.empty()) {
         const MigGeometry* geo = MigGeometryFor(*model);
-        const int idx = geo ? geo->Find(m.mig_profile) : -1;
+        const int idx = geo ? geo->Find(labels.mig_profile) : -1;
         if (idx < 0)
           return InvalidArgument(source + ": pod " + p.ns + "/" + p.name + ": MIG profile '" +
-                                 m.mig_profile + "' is not one of " + model_name);
+                                 labels.mig_profile + "' is not one of " + model_name);
         compute_scale =
             static_cast<double>(geo->profiles[idx].compute_slices) / geo->compute_slices;
-        if (w.request.mig_profile.empty()) w.request.mig_profile = m.mig_profile;
+        if (w.request.mig_profile.empty()) w.request.mig_profile = labels.mig_profile;
       } else {
         ++whole;
       }
@@ -237,6 +304,7 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
       ps.pod = p.name;
       ps.gpu = id;
       ps.device_source = true;
+      ps.memory_per_pod = d.agent_memory != nullptr;
       for (const auto& [t, pt] : points) {
         if (!pt.has_memory || !pt.has_compute) {
           ++out.unmatched_samples;
@@ -273,7 +341,14 @@ Result<DcgmHistory> DcgmToHistory(const std::vector<PromRange>& ranges, const st
   return out;
 }
 
-Result<DcgmHistory> FetchDcgmHistory(const PrometheusQuery& q) {
+namespace {
+
+struct PromClient {
+  std::unique_ptr<httplib::Client> cli;
+  std::string prefix;
+};
+
+Result<PromClient> Connect(const PrometheusQuery& q) {
   const std::string& url = q.url;
   const bool https = url.rfind("https://", 0) == 0;
   if (!https && url.rfind("http://", 0) != 0)
@@ -281,18 +356,30 @@ Result<DcgmHistory> FetchDcgmHistory(const PrometheusQuery& q) {
   const size_t host_start = url.find("://") + 3;
   const size_t path_start = url.find('/', host_start);
   const std::string base = url.substr(0, path_start);
-  std::string prefix = path_start == std::string::npos ? "" : url.substr(path_start);
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  PromClient c;
+  c.prefix = path_start == std::string::npos ? "" : url.substr(path_start);
+  while (!c.prefix.empty() && c.prefix.back() == '/') c.prefix.pop_back();
   if (base.size() <= host_start)
     return InvalidArgument("--prometheus: '" + url + "' names no host");
-  httplib::Client cli(base);
-  if (!cli.is_valid()) return InvalidArgument("--prometheus: '" + url + "' is not a valid URL");
+  c.cli = std::make_unique<httplib::Client>(base);
+  if (!c.cli->is_valid()) return InvalidArgument("--prometheus: '" + url + "' is not a valid URL");
   const auto secs = static_cast<time_t>(q.timeout_s);
-  cli.set_connection_timeout(std::max<time_t>(secs, 1));
-  cli.set_read_timeout(std::max<time_t>(secs, 1));
+  c.cli->set_connection_timeout(std::max<time_t>(secs, 1));
+  c.cli->set_read_timeout(std::max<time_t>(secs, 1));
+  return c;
+}
+
+}  // namespace
+
+Result<std::vector<PromRange>> FetchRanges(const PrometheusQuery& q,
+                                           const std::vector<DcgmField>& fields) {
+  auto c = Connect(q);
+  if (!c.ok()) return c.status();
+  httplib::Client& cli = *c->cli;
+  const std::string& prefix = c->prefix;
+  const std::string& url = q.url;
   std::vector<PromRange> ranges;
-  for (DcgmField f : {DcgmField::kFbUsedMib, DcgmField::kSmActive, DcgmField::kGrEngineActive,
-                      DcgmField::kGpuUtil}) {
+  for (DcgmField f : fields) {
     const std::string name = advisor::DcgmFieldName(f);
     const httplib::Params params{{"query", name},
                                  {"start", std::to_string(q.start_s)},
@@ -329,6 +416,20 @@ Result<DcgmHistory> FetchDcgmHistory(const PrometheusQuery& q) {
     if (!parsed.ok()) return parsed.status();
     ranges.push_back(std::move(*parsed));
   }
+  return ranges;
+}
+
+Result<DcgmHistory> FetchDcgmHistory(const PrometheusQuery& q) {
+  auto fetched =
+      FetchRanges(q, {DcgmField::kFbUsedMib, DcgmField::kSmActive, DcgmField::kGrEngineActive,
+                      DcgmField::kGpuUtil, DcgmField::kAgentPodMemoryMib});
+  if (!fetched.ok()) return fetched.status();
+  std::vector<PromRange> ranges = std::move(*fetched);
+  auto c = Connect(q);
+  if (!c.ok()) return c.status();
+  httplib::Client& cli = *c->cli;
+  const std::string& prefix = c->prefix;
+  const std::string& url = q.url;
   std::string owner_bodies[2];
   const std::string range = std::to_string(q.end_s - q.start_s) + "s";
   const std::string queries[2] = {

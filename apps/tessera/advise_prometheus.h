@@ -11,6 +11,13 @@
 // a pod in the window (NotFound "no DCGM series ... in the window"). Then two instant queries at
 // end_s read the pods' owners from kube-state-metrics; without those series pods stand alone.
 //
+// The node agent's tessera_agent_pod_gpu_memory_used_bytes is fetched too: where a pod has it
+// on a device (matched by GPU UUID and MIG profile), it is the pod's memory instead of DCGM's
+// device-level reading (PodSeries::memory_per_pod), and it attributes the device to the pod even
+// when DCGM did not (compute then comes from the device's DCGM series, when the device is one
+// GPU or one MIG instance of that profile). Compute stays a device reading, so several pods on
+// one GPU at once remain marked shared.
+//
 // Conversion (DcgmToHistory, pure): a series counts when the exporter attributed it to a pod.
 // Pods are grouped by their owner (ParsePodOwners) when its pods share model and request; any
 // other pod is one workload of owner kind Pod. A workload runs on the catalog model of its
@@ -72,5 +79,11 @@ Result<PodOwners> ParsePodOwners(std::string_view pod_owner_json,
                                  std::string_view replicaset_owner_json, const std::string& source);
 
 Result<DcgmHistory> FetchDcgmHistory(const PrometheusQuery& q);
+
+// One range query per field (the series named by advisor::DcgmFieldName) over [start_s, end_s]
+// at step_s, parsed; the same errors as FetchDcgmHistory's fetch. A series absent from
+// Prometheus gives an empty range, not an error.
+Result<std::vector<advisor::PromRange>> FetchRanges(const PrometheusQuery& q,
+                                                    const std::vector<advisor::DcgmField>& fields);
 
 }  // namespace tessera

@@ -30,15 +30,6 @@
 #include "sim/report.h"
 
 namespace tessera {
-namespace {
-
-struct AdviseArgs {
-  std::string history, prices, window = "0", min_history = "1d", json, patches;
-  std::string prometheus, start, end, timeout = "60";
-  std::string generate, workloads = "200", days = "7", seed = "42", step = "300";
-};
-
-// "90s", "30m", "36h", "7d" or plain seconds; 0 = unlimited where allowed.
 Result<int64_t> ParseDuration(const std::string& flag, const std::string& text) {
   if (text.empty()) return InvalidArgument(flag + ": empty duration (use e.g. 7d, 36h, 3600s)");
   int64_t unit = 1;
@@ -76,37 +67,10 @@ Status CheckOutputDir(const std::string& flag, const std::string& path) {
   return Status::Ok();
 }
 
-int RunGenerate(const AdviseArgs& a) {
-  advisor::GeneratorConfig g;
-  auto w = ParseIntFlag("--workloads", a.workloads, 1, 100000);
-  if (!w.ok()) return Fail(w.status());
-  auto d = ParseIntFlag("--days", a.days, 1, 366);
-  if (!d.ok()) return Fail(d.status());
-  auto s = ParseSeedFlag("--seed", a.seed);
-  if (!s.ok()) return Fail(s.status());
-  auto st = ParseIntFlag("--step", a.step, 10, 86400);
-  if (!st.ok()) return Fail(st.status());
-  g.workloads = static_cast<int>(*w);
-  g.days = static_cast<int>(*d);
-  g.seed = *s;
-  g.step_s = *st;
-  Status dir = CheckOutputDir("--generate-history", a.generate);
-  if (!dir.ok()) return Fail(dir);
-  auto gen = advisor::GenerateHistory(g);
-  if (!gen.ok()) return Fail(gen.status());
-  Status out = WriteFileAtomic(a.generate, advisor::HistoryCsv(gen->history));
-  if (!out.ok()) return Fail(out);
-  std::printf("wrote %zu workloads over %lld days to %s\n", gen->history.workloads.size(),
-              static_cast<long long>(*d), a.generate.c_str());
-  return 0;
-}
-
-// The range to query: [--start, --end] in Unix seconds, or the last --window (default 7d) up to
-// --end (default now); at most kMaxPoints samples per series, Prometheus' own limit.
-Result<PrometheusQuery> QueryRange(const AdviseArgs& a, int64_t window_s) {
+Result<PrometheusQuery> PrometheusRangeFlags(const PrometheusRangeArgs& a, int64_t window_s) {
   constexpr int64_t kMaxPoints = 11000;
   PrometheusQuery q;
-  q.url = a.prometheus;
+  q.url = a.url;
   auto step = ParseIntFlag("--step", a.step, 1, 86400);
   if (!step.ok()) return step.status();
   q.step_s = *step;
@@ -139,6 +103,42 @@ Result<PrometheusQuery> QueryRange(const AdviseArgs& a, int64_t window_s) {
   return q;
 }
 
+namespace {
+
+struct AdviseArgs {
+  std::string history, prices, window = "0", min_history = "1d", json, patches;
+  std::string prometheus, start, end, timeout = "60";
+  std::string generate, workloads = "200", days = "7", seed = "42", step = "300";
+};
+
+// "90s", "30m", "36h", "7d" or plain seconds; 0 = unlimited where allowed.
+int RunGenerate(const AdviseArgs& a) {
+  advisor::GeneratorConfig g;
+  auto w = ParseIntFlag("--workloads", a.workloads, 1, 100000);
+  if (!w.ok()) return Fail(w.status());
+  auto d = ParseIntFlag("--days", a.days, 1, 366);
+  if (!d.ok()) return Fail(d.status());
+  auto s = ParseSeedFlag("--seed", a.seed);
+  if (!s.ok()) return Fail(s.status());
+  auto st = ParseIntFlag("--step", a.step, 10, 86400);
+  if (!st.ok()) return Fail(st.status());
+  g.workloads = static_cast<int>(*w);
+  g.days = static_cast<int>(*d);
+  g.seed = *s;
+  g.step_s = *st;
+  Status dir = CheckOutputDir("--generate-history", a.generate);
+  if (!dir.ok()) return Fail(dir);
+  auto gen = advisor::GenerateHistory(g);
+  if (!gen.ok()) return Fail(gen.status());
+  Status out = WriteFileAtomic(a.generate, advisor::HistoryCsv(gen->history));
+  if (!out.ok()) return Fail(out);
+  std::printf("wrote %zu workloads over %lld days to %s\n", gen->history.workloads.size(),
+              static_cast<long long>(*d), a.generate.c_str());
+  return 0;
+}
+
+// The range to query: [--start, --end] in Unix seconds, or the last --window (default 7d) up to
+// --end (default now); at most kMaxPoints samples per series, Prometheus' own limit.
 int RunAdvise(const AdviseArgs& a) {
   if (!a.generate.empty()) {
     if (!a.history.empty() || !a.prometheus.empty())
@@ -158,7 +158,7 @@ int RunAdvise(const AdviseArgs& a) {
   cfg.window_s = *window;
   PrometheusQuery query;
   if (!a.prometheus.empty()) {
-    auto q = QueryRange(a, *window);
+    auto q = PrometheusRangeFlags({a.prometheus, a.start, a.end, a.step, a.timeout}, *window);
     if (!q.ok()) return Fail(q.status());
     query = *q;
     cfg.window_s = 0;  // the query's range is the window

@@ -4,6 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <string>
+
+#include "apps/tessera/advise_prometheus.h"
+#include "core/status.h"
 #include "sim/mix_knobs.h"
 
 namespace tessera {
@@ -21,6 +26,19 @@ void AddAgentCommand(CLI::App& app, int& rc);       // cmd_agent.cc: `tessera ag
 void AddSchedulerCommand(CLI::App& app, int& rc);  // cmd_scheduler.cc: `tessera scheduler`
 void AddSimFamilyCommand(CLI::App& sim, int& rc);  // cmd_family.cc: `tessera sim family`
 void AddAdviseCommand(CLI::App& app, int& rc);     // cmd_advise.cc: `tessera advise`
+void AddReportCommand(CLI::App& app, int& rc);     // cmd_report.cc: `tessera report`
+
+// Shared by `tessera advise` and `tessera report` (cmd_advise.cc).
+// "7d", "36h", "90m", "3600s" or plain seconds, at most 366 days.
+Result<int64_t> ParseDuration(const std::string& flag, const std::string& text);
+// IoError when the directory `path` would be written in does not exist; Ok for an empty path.
+Status CheckOutputDir(const std::string& flag, const std::string& path);
+// The Prometheus range of --prometheus, --start, --end (default now), --step, --timeout and
+// --window (window_s, default 7 days when 0; excludes --start). At most 11000 points per series.
+struct PrometheusRangeArgs {
+  std::string url, start, end, step, timeout;
+};
+Result<PrometheusQuery> PrometheusRangeFlags(const PrometheusRangeArgs& a, int64_t window_s);
 
 // Adds the workload-mix flags of sim/mix_knobs.h to `cmd`, storing their text in `m`
 // (cmd_demo.cc).

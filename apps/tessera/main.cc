@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   tessera::AddPlanCommand(app, rc);
   tessera::AddAgentCommand(app, rc);
   tessera::AddAdviseCommand(app, rc);
+  tessera::AddReportCommand(app, rc);
 
   CLI11_PARSE(app, argc, argv);
   return rc;

@@ -18,6 +18,12 @@ const char* DcgmFieldName(DcgmField f) {
       return "DCGM_FI_PROF_GR_ENGINE_ACTIVE";
     case DcgmField::kGpuUtil:
       return "DCGM_FI_DEV_GPU_UTIL";
+    case DcgmField::kAgentPodMemoryMib:
+      return "tessera_agent_pod_gpu_memory_used_bytes";
+    case DcgmField::kPodAllocatedGpus:
+      return "tessera_pod_allocated_gpus";
+    case DcgmField::kAllocatedRatio:
+      return "tessera_gpu_allocated_ratio";
   }
   return "?";
 }
@@ -28,7 +34,8 @@ using nlohmann::json;
 
 bool FieldByName(const std::string& name, DcgmField& out) {
   for (DcgmField f : {DcgmField::kFbUsedMib, DcgmField::kSmActive, DcgmField::kGrEngineActive,
-                      DcgmField::kGpuUtil})
+                      DcgmField::kGpuUtil, DcgmField::kAgentPodMemoryMib,
+                      DcgmField::kPodAllocatedGpus, DcgmField::kAllocatedRatio})
     if (name == DcgmFieldName(f)) {
       out = f;
       return true;
@@ -50,6 +57,20 @@ Result<std::string> Label(const Ctx& c, const json& metric, const std::string& p
   if (it == metric.end()) return std::string();
   if (!it->is_string()) return c.Err(path + "." + name, "label value is not a string");
   return it->get<std::string>();
+}
+
+// Whether a series of field f is read for this label: DCGM's labels for DCGM series, the node
+// agent's (node, gpu, gpu_uuid, mig_instance) for its series, the scheduler's (queue, model, kind)
+// for its; the workload labels for all.
+bool LabelApplies(DcgmField f, std::string_view label) {
+  if (label == "pod" || label == "namespace" || label == "container") return true;
+  const int family = f == DcgmField::kAgentPodMemoryMib                                     ? 1
+                     : f == DcgmField::kPodAllocatedGpus || f == DcgmField::kAllocatedRatio ? 2
+                                                                                            : 0;
+  if (label == "gpu") return family != 2;
+  if (label == "node" || label == "gpu_uuid" || label == "mig_instance") return family == 1;
+  if (label == "queue" || label == "model" || label == "kind") return family == 2;
+  return family == 0;
 }
 
 }  // namespace
@@ -117,7 +138,9 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
     if (!FieldByName(series_name, s.field))
       return c.Err(mpath, "unsupported series " + QuotedValue(series_name) +
                               " (DCGM_FI_DEV_FB_USED, DCGM_FI_PROF_SM_ACTIVE, "
-                              "DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_GPU_UTIL)");
+                              "DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_GPU_UTIL, "
+                              "tessera_agent_pod_gpu_memory_used_bytes, "
+                              "tessera_pod_allocated_gpus, tessera_gpu_allocated_ratio)");
     auto upper = Label(c, *metric, mpath, "Hostname");
     auto lower = Label(c, *metric, mpath, "hostname");
     if (!upper.ok()) return upper.status();
@@ -125,7 +148,7 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
     if (!upper->empty() && !lower->empty() && *upper != *lower)
       return c.Err(mpath, "Hostname " + QuotedValue(*upper) + " and hostname " +
                               QuotedValue(*lower) + " disagree");
-    s.hostname = upper->empty() ? *lower : *upper;
+    if (LabelApplies(s.field, "Hostname")) s.hostname = upper->empty() ? *lower : *upper;
     struct Bind {
       std::string* dst;
       const char* label;
@@ -136,7 +159,11 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
           Bind{&s.model_name, "modelName", nullptr}, Bind{&s.mig_profile, "GPU_I_PROFILE", nullptr},
           Bind{&s.mig_instance, "GPU_I_ID", nullptr}, Bind{&s.pod, "pod", "exported_pod"},
           Bind{&s.ns, "namespace", "exported_namespace"},
-          Bind{&s.container, "container", "exported_container"}}) {
+          Bind{&s.container, "container", "exported_container"}, Bind{&s.hostname, "node", nullptr},
+          Bind{&s.uuid, "gpu_uuid", nullptr}, Bind{&s.mig_instance, "mig_instance", nullptr},
+          Bind{&s.queue, "queue", nullptr}, Bind{&s.model_name, "model", nullptr},
+          Bind{&s.kind, "kind", nullptr}}) {
+      if (!LabelApplies(s.field, b.label)) continue;
       auto v = Label(c, *metric, mpath, b.label);
       if (!v.ok()) return v.status();
       *b.dst = *v;
@@ -146,7 +173,13 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
         if (!e->empty()) *b.dst = *e;
       }
     }
-    if (s.hostname.empty() && s.uuid.empty())
+    if (s.field == DcgmField::kAgentPodMemoryMib && !s.mig_instance.empty())
+      s.mig_profile = s.mig_instance.substr(0, s.mig_instance.find('@'));
+    const bool gpu_series =
+        s.field != DcgmField::kPodAllocatedGpus && s.field != DcgmField::kAllocatedRatio;
+    if (s.field == DcgmField::kPodAllocatedGpus && (s.pod.empty() || s.model_name.empty()))
+      return c.Err(mpath, "no pod or model label");
+    if (gpu_series && s.hostname.empty() && s.uuid.empty())
       return c.Err(mpath, "neither Hostname/hostname nor UUID: the GPU cannot be identified");
     auto values = r.find("values");
     if (values == r.end() || !values->is_array())
@@ -180,6 +213,12 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
         case DcgmField::kGpuUtil:
           hi = 100;
           break;
+        case DcgmField::kAgentPodMemoryMib:
+          hi = 16.0 * 1024 * 1024 * 1024 * 1024;
+          break;
+        case DcgmField::kPodAllocatedGpus:
+          hi = 1024;
+          break;
         default:
           hi = 1;
           break;
@@ -188,6 +227,7 @@ Result<PromRange> ParsePrometheusRange(std::string_view text, const std::string&
         return c.Err(vpath + "[1]",
                      sv + " outside 0.." + FormatDecimal(hi, 0) + " for " + DcgmFieldName(s.field));
       if (s.field == DcgmField::kGpuUtil) value /= 100.0;
+      if (s.field == DcgmField::kAgentPodMemoryMib) value /= 1024.0 * 1024.0;
       s.samples.push_back({t, value});
     }
     out.series.push_back(std::move(s));

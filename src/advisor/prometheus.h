@@ -10,6 +10,13 @@
 // `exported_pod` / `exported_namespace` / `exported_container` when Prometheus renamed the
 // exporter's labels on a clash with the target's (honor_labels: false); those win.
 //
+// Tessera's own series are read too: the node agent's tessera_agent_pod_gpu_memory_used_bytes
+// (bytes, stored as MiB; labels node -> hostname, gpu, gpu_uuid -> uuid, mig_instance
+// "profile@start" -> mig_instance, its profile -> mig_profile, namespace/pod/container), the
+// scheduler's tessera_pod_allocated_gpus (GPUs, 0..1024; labels namespace, pod, queue, model ->
+// model_name, kind; pod and model required) and tessera_gpu_allocated_ratio (0..1, no labels).
+// Only a family's own labels are read (a DCGM series' `model` label is ignored, and so on).
+//
 // Sample values are strings; "NaN", "+Inf", "-Inf" are skipped and counted, per series and in
 // total. Anything else malformed is InvalidArgument "SOURCE: PATH: reason" with a JSON path
 // (data.result[2].values[7][1]), or "SOURCE:OFFSET: JSON syntax error ..." for broken JSON; an
@@ -25,12 +32,20 @@
 
 namespace tessera::advisor {
 
-enum class DcgmField { kFbUsedMib, kSmActive, kGrEngineActive, kGpuUtil };
+enum class DcgmField {
+  kFbUsedMib,
+  kSmActive,
+  kGrEngineActive,
+  kGpuUtil,
+  kAgentPodMemoryMib,  // tessera_agent_pod_gpu_memory_used_bytes, in MiB
+  kPodAllocatedGpus,   // tessera_pod_allocated_gpus
+  kAllocatedRatio,     // tessera_gpu_allocated_ratio
+};
 const char* DcgmFieldName(DcgmField f);
 
 struct PromSample {
   double t_s = 0;
-  double value = 0;  // MiB for kFbUsedMib, ratio 0..1 otherwise
+  double value = 0;  // MiB for the memory fields, GPUs for kPodAllocatedGpus, else ratio 0..1
 };
 
 struct PromSeries {
@@ -38,6 +53,7 @@ struct PromSeries {
   std::string hostname, gpu, uuid, model_name;
   std::string mig_profile, mig_instance;  // empty for a whole GPU
   std::string ns, pod, container;         // empty when the exporter did not attribute the GPU
+  std::string queue, kind;                // tessera_pod_allocated_gpus only
   std::vector<PromSample> samples;        // strictly increasing t_s
   int64_t skipped_non_finite = 0;
 };

@@ -258,7 +258,14 @@ Recommendation AdviseOne(const WorkloadUsage& w, int64_t lo, int64_t hi,
   r.cost_recommended_per_hour = r.cost_requested_per_hour;
   if (w.AttributionImpossible()) {
     r.state = AdviceState::kUnattributed;
-    r.reason = "several pods share a time-sliced GPU without per-pod series: keep the request";
+    const bool memory_known = std::all_of(w.pods.begin(), w.pods.end(), [](const PodSeries& p) {
+      return !p.shared_device || p.memory_per_pod;
+    });
+    r.reason = memory_known
+                   ? "several pods share a GPU: the node agent gives each pod's memory but "
+                     "compute only per GPU: keep the request"
+                   : "several pods share a time-sliced GPU without per-pod series: keep the "
+                     "request";
     return r;
   }
   if (r.covered_s < cfg.min_history_s || r.samples < cfg.min_samples) {

@@ -38,8 +38,11 @@ struct UsageSample {
 struct PodSeries {
   std::string pod;
   std::string gpu;  // GPU identity (UUID or node/index); may be empty for per-pod sources
-  bool device_source = false;        // device-level reading (source "device") vs per-pod ("pod")
-  bool shared_device = false;        // set by MarkSharedDevices
+  bool device_source = false;  // device-level reading (source "device") vs per-pod ("pod")
+  bool shared_device = false;  // set by MarkSharedDevices
+  // The memory samples are the pod's own (the node agent's per-pod series) even though compute
+  // is a device-level reading; not part of the history CSV.
+  bool memory_per_pod = false;
   std::vector<UsageSample> samples;  // strictly increasing t_s
 };
 

@@ -5,6 +5,7 @@
 #include <set>
 #include <string_view>
 
+#include "cluster/gpu_catalog.h"
 #include "cluster/mig_geometry.h"
 #include "kube/json_fields.h"
 #include "kube/translate.h"
@@ -68,6 +69,33 @@ const char* MapProduct(const std::vector<std::string>& tok) {
 }  // namespace
 
 // ---- Public: annotations ----
+
+double AssignmentGpus(const Assignment& a, GpuModelId model) {
+  const int64_t memory_mib = GpuCatalog::Builtin().Get(model).memory_mib;
+  auto mig_share = [&]() -> double {
+    const MigGeometry* geo = MigGeometryFor(model);
+    const std::string profile = a.mig_instance.substr(0, a.mig_instance.find('@'));
+    const int idx = geo ? geo->Find(profile) : -1;
+    if (idx < 0 || geo->compute_slices <= 0) return 0;
+    return static_cast<double>(geo->profiles[idx].compute_slices) / geo->compute_slices;
+  };
+  switch (a.kind) {
+    case AssignmentKind::kExclusive:
+      return static_cast<double>(a.gpus.size());
+    case AssignmentKind::kShare:
+      return a.gpu_milli / 1000.0;
+    case AssignmentKind::kMps:
+      return a.mps_thread_pct / 100.0;
+    case AssignmentKind::kTimeSlice:
+      return memory_mib > 0 ? std::min(1.0, static_cast<double>(a.memory_limit_mib) / memory_mib)
+                            : 0;
+    case AssignmentKind::kMig:
+      return mig_share();
+    case AssignmentKind::kMigMps:
+      return mig_share() * a.mps_thread_pct / 100.0;
+  }
+  return 0;
+}
 
 const char* AssignmentKindName(AssignmentKind k) {
   switch (k) {

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdio>
 
+#include "cluster/gpu_catalog.h"
 #include "kube/client.h"
 #include "kube/rightsize.h"
 #include "policies/builtin.h"
@@ -117,6 +118,25 @@ std::string SchedulerCore::Metrics(double now) const {
         "# TYPE tessera_queue_nominal_gpus gauge\n";
     for (const auto& [q, milli] : nominal)
       out += "tessera_queue_nominal_gpus{queue=\"" + q + "\"} " + gpus(milli) + "\n";
+  }
+  out +=
+      "# HELP tessera_pod_allocated_gpus GPUs (fractions for slices) held by a bound pod, from "
+      "its assignment; model is the node's GPU model, kind the assignment kind.\n"
+      "# TYPE tessera_pod_allocated_gpus gauge\n";
+  for (const auto& [key, p] : pods_) {
+    if (!p->bound || p->req.terminal() || !p->req.assignment) continue;
+    const Assignment& a = *p->req.assignment;
+    auto node = node_index_.find(a.node.empty() ? p->req.node_name : a.node);
+    if (node == node_index_.end()) continue;
+    const GpuModelId model = node_info_[node->second].model;
+    if (model == kNoGpuModel) continue;
+    const double gpus = AssignmentGpus(a, model);
+    if (gpus <= 0) continue;
+    char value[32];
+    std::snprintf(value, sizeof value, "%.6g", gpus);
+    out += "tessera_pod_allocated_gpus{namespace=\"" + p->req.ns + "\",pod=\"" + p->req.name +
+           "\",queue=\"" + p->req.queue + "\",model=\"" + GpuCatalog::Builtin().Get(model).name +
+           "\",kind=\"" + AssignmentKindName(a.kind) + "\"} " + value + "\n";
   }
   out += "# HELP tessera_invalid_pods_total GPU pods rejected because their request is invalid.\n";
   out += "# TYPE tessera_invalid_pods_total counter\n";

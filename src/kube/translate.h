@@ -143,6 +143,11 @@ struct Assignment {
   bool operator==(const Assignment&) const = default;
 };
 std::string EncodeAssignment(const Assignment& a);  // compact JSON
+// The GPUs an assignment holds on a GPU of `model`, in the unit ClusterState's HeldMilli counts
+// (/ 1000): whole GPUs; a share its milli-GPU; an MPS client its thread %; a MIG instance its
+// compute slices over the GPU's (times the thread % for MIG + MPS); a time-slice replica its
+// declared memory over the GPU's. 0 for a MIG profile the model does not have.
+double AssignmentGpus(const Assignment& a, GpuModelId model);
 Result<Assignment> DecodeAssignment(std::string_view text);
 
 // The inventory format EncodeInventory writes (see the annotation formats above).

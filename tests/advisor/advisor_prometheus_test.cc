@@ -83,6 +83,39 @@ TEST(Prometheus, MetricNameFromTheCaller) {
   EXPECT_EQ(r->series[0].uuid, "GPU-9");
 }
 
+TEST(Prometheus, TesseraSeries) {
+  const std::string text = Matrix(
+      R"({"metric":{"__name__":"tessera_agent_pod_gpu_memory_used_bytes","node":"n1","gpu":"2",)"
+      R"("gpu_uuid":"GPU-9","mig_instance":"3g.40gb@4","namespace":"ml","pod":"p",)"
+      R"("container":"c","model":"ignored"},"values":[[10,"1073741824"]]},)"
+      R"({"metric":{"__name__":"tessera_pod_allocated_gpus","namespace":"ml","pod":"p",)"
+      R"("queue":"team-a","model":"A100-80GB","kind":"mig","Hostname":"x"},)"
+      R"("values":[[10,"0.428571"]]},)"
+      R"({"metric":{"__name__":"tessera_gpu_allocated_ratio"},"values":[[10,"0.75"]]})");
+  auto r = ParsePrometheusRange(text, "q.json");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->series.size(), 3u);
+  const PromSeries& a = r->series[0];
+  EXPECT_EQ(a.field, DcgmField::kAgentPodMemoryMib);
+  EXPECT_EQ(a.hostname, "n1");
+  EXPECT_EQ(a.gpu, "2");
+  EXPECT_EQ(a.uuid, "GPU-9");
+  EXPECT_EQ(a.mig_profile, "3g.40gb");
+  EXPECT_EQ(a.mig_instance, "3g.40gb@4");
+  EXPECT_EQ(a.model_name, "");
+  EXPECT_EQ(a.pod, "p");
+  EXPECT_DOUBLE_EQ(a.samples.at(0).value, 1024);
+  const PromSeries& b = r->series[1];
+  EXPECT_EQ(b.field, DcgmField::kPodAllocatedGpus);
+  EXPECT_EQ(b.queue, "team-a");
+  EXPECT_EQ(b.model_name, "A100-80GB");
+  EXPECT_EQ(b.kind, "mig");
+  EXPECT_EQ(b.hostname, "");  // DCGM's label is not read on the scheduler's series
+  EXPECT_DOUBLE_EQ(b.samples.at(0).value, 0.428571);
+  EXPECT_EQ(r->series[2].field, DcgmField::kAllocatedRatio);
+  EXPECT_DOUBLE_EQ(r->series[2].samples.at(0).value, 0.75);
+}
+
 TEST(Prometheus, Errors) {
   struct Case {
     std::string text, message;
@@ -99,7 +132,18 @@ TEST(Prometheus, Errors) {
       {R"({"status":"success"})", "q.json: data: missing or not an object"},
       {Matrix(R"({"metric":{"__name__":"node_load1","Hostname":"n"},"values":[]})"),
        "q.json: data.result[0].metric: unsupported series 'node_load1' (DCGM_FI_DEV_FB_USED, "
-       "DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_GPU_UTIL)"},
+       "DCGM_FI_PROF_SM_ACTIVE, DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_GPU_UTIL, "
+       "tessera_agent_pod_gpu_memory_used_bytes, tessera_pod_allocated_gpus, "
+       "tessera_gpu_allocated_ratio)"},
+      {Matrix(R"({"metric":{"__name__":"tessera_pod_allocated_gpus","pod":"p"},)"
+              R"("values":[[1,"1"]]})"),
+       "q.json: data.result[0].metric: no pod or model label"},
+      {Matrix(R"({"metric":{"__name__":"tessera_pod_allocated_gpus","pod":"p","model":"T4"},)"
+              R"("values":[[1,"2000"]]})"),
+       "q.json: data.result[0].values[0][1]: 2000 outside 0..1024 for "
+       "tessera_pod_allocated_gpus"},
+      {Matrix(R"({"metric":{"__name__":"tessera_gpu_allocated_ratio"},"values":[[1,"1.5"]]})"),
+       "q.json: data.result[0].values[0][1]: 1.5 outside 0..1 for tessera_gpu_allocated_ratio"},
       {Matrix(R"({"metric":{)" + fb + R"(,"Hostname":"a","hostname":"b"},"values":[]})"),
        "q.json: data.result[0].metric: Hostname 'a' and hostname 'b' disagree"},
       {Matrix(R"({"metric":{)" + fb + R"(},"values":[]})"),

@@ -193,6 +193,17 @@ TEST(Advise, HonestStates) {
   EXPECT_EQ(rep->items[1].recommended.type, SliceType::kRelease);
   EXPECT_EQ(rep->items[2].state, AdviceState::kUnattributed);
   EXPECT_EQ(rep->items[3].state, AdviceState::kUnattributed);
+  EXPECT_EQ(rep->items[2].reason,
+            "several pods share a time-sliced GPU without per-pod series: keep the request");
+  // With the node agent's per-pod memory, memory is known but compute is still per GPU.
+  for (auto& w : h.workloads)
+    for (auto& p : w.pods) p.memory_per_pod = p.device_source;
+  auto agent = Advise(h, AdvisorConfig{}, DefaultPriceTable());
+  ASSERT_TRUE(agent.ok());
+  EXPECT_EQ(agent->items[2].state, AdviceState::kUnattributed);
+  EXPECT_EQ(agent->items[2].reason,
+            "several pods share a GPU: the node agent gives each pod's memory but compute only "
+            "per GPU: keep the request");
   EXPECT_EQ(rep->too_short, 1);
   EXPECT_EQ(rep->idle, 1);
   EXPECT_EQ(rep->unattributed, 2);

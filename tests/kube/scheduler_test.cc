@@ -323,6 +323,31 @@ TEST(SchedulerCoreTest, MetricsExposition) {
   EXPECT_EQ(m.find("tessera_queue_nominal_gpus{"), std::string::npos) << m;  // no quota
 }
 
+TEST(SchedulerCoreTest, MetricsPodAllocationFollowsTheAssignment) {
+  auto core = Core();
+  core->UpsertNode(GpuNodeJson("a", 4));
+  core->UpsertPod(PodJson("ml", "half", {{"tessera.io/gpu-memory", "40Gi"}}));
+  core->UpsertPod(PodJson("ml", "two", {{"nvidia.com/gpu", "2"}}));
+  const auto out = core->Cycle(1);
+  ASSERT_EQ(out.binds.size(), 2u);
+  EXPECT_EQ(core->Metrics(2).find("tessera_pod_allocated_gpus{"), std::string::npos);
+  for (const auto& b : out.binds) {
+    Json limits =
+        b.name == "two" ? Json{{"nvidia.com/gpu", "2"}} : Json{{"tessera.io/gpu-memory", "40Gi"}};
+    core->UpsertPod(PodJson("ml", b.name, limits,
+                            {{kAnnotationAssignment, b.annotations.at(kAnnotationAssignment)}},
+                            b.node));
+  }
+  const std::string m = core->Metrics(3);
+  for (const auto& [pod, want] : std::vector<std::pair<std::string, std::string>>{
+           {"two", "queue=\"default\",model=\"H100-80GB\",kind=\"exclusive\"} 2\n"},
+           {"half", "queue=\"default\",model=\"H100-80GB\",kind=\"mps\"} 0.5\n"}}) {
+    const std::string series =
+        "tessera_pod_allocated_gpus{namespace=\"ml\",pod=\"" + pod + "\"," + want;
+    EXPECT_NE(m.find(series), std::string::npos) << series << "\n" << m;
+  }
+}
+
 // ---- end to end through HTTP
 // ---------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/gpu_catalog.h"
 #include "cluster/mig_geometry.h"
 
 namespace tessera::kube {
@@ -547,6 +548,28 @@ TEST(TranslateNode, InventoryAnnotation) {
   ASSERT_FALSE(mixed_node.ok());
   EXPECT_EQ(mixed_node.status().message(),
             "node mixed: mixed GPU models (T4, L4) on one node are not supported");
+}
+
+TEST(Annotations, AssignmentGpus) {
+  const GpuModelId a100 = *GpuCatalog::Builtin().Find("A100-80GB");
+  const GpuModelId t4 = *GpuCatalog::Builtin().Find("T4");
+  struct Case {
+    Assignment a;
+    GpuModelId model;
+    double gpus;
+  };
+  const std::vector<Case> cases = {
+      {{"n", AssignmentKind::kExclusive, {0, 1}, {}, "", 0, 0, 0}, a100, 2},
+      {{"n", AssignmentKind::kShare, {3}, {}, "", 250, 0, 0}, a100, 0.25},
+      {{"n", AssignmentKind::kMps, {2}, {}, "", 0, 30, 12288}, a100, 0.3},
+      {{"n", AssignmentKind::kTimeSlice, {1}, {}, "", 0, 0, 3840}, t4, 0.25},
+      {{"n", AssignmentKind::kMig, {4}, {}, "3g.40gb@4", 0, 0, 0}, a100, 3.0 / 7},
+      {{"n", AssignmentKind::kMig, {}, {}, "1g.10gb", 0, 0, 0}, a100, 1.0 / 7},
+      {{"n", AssignmentKind::kMigMps, {0}, {}, "3g.40gb@0", 0, 50, 20480}, a100, 1.5 / 7},
+      {{"n", AssignmentKind::kMig, {0}, {}, "3g.40gb@0", 0, 0, 0}, t4, 0},  // no MIG on a T4
+  };
+  for (const Case& c : cases)
+    EXPECT_NEAR(AssignmentGpus(c.a, c.model), c.gpus, 1e-12) << EncodeAssignment(c.a);
 }
 
 TEST(Annotations, AssignmentRoundTrip) {

@@ -92,6 +92,97 @@ TEST(DcgmHistory, PodsReadOnOneGpuAreShared) {
   EXPECT_TRUE(h->history.workloads[1].AttributionImpossible());
 }
 
+// The node agent's per-pod memory (bytes): labels node, gpu, gpu_uuid, mig_instance.
+std::string AgentLabels(const std::string& uuid, const std::string& ns, const std::string& pod,
+                        const std::string& mig = "") {
+  return R"("node":"n1","gpu":"0","gpu_uuid":")" + uuid + R"(","mig_instance":")" + mig +
+         R"(","namespace":")" + ns + R"(","pod":")" + pod + R"(","container":"main")";
+}
+
+TEST(DcgmHistory, AgentSeriesAttributePodsDcgmCannot) {
+  // DCGM without the Kubernetes mapping: no pod labels. The agent names the pods.
+  const std::string dev_a =
+      R"("Hostname":"n1","gpu":"0","UUID":"GPU-a","modelName":"NVIDIA A100-SXM4-80GB")";
+  const std::string dev_b =
+      R"("Hostname":"n1","gpu":"1","UUID":"GPU-b","modelName":"NVIDIA A100-SXM4-80GB",)"
+      R"("GPU_I_PROFILE":"3g.40gb","GPU_I_ID":"2")";
+  const std::string dev_c =
+      R"("Hostname":"n1","gpu":"2","UUID":"GPU-c","modelName":"NVIDIA A100-SXM4-80GB")";
+  struct Case {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> agent;
+    std::string pod;      // workload to check
+    double memory_mib;    // its first memory sample
+    double compute;       // its first compute sample
+    std::string profile;  // its request's MIG profile
+    bool shared;          // attribution impossible
+    int64_t unmatched;    // samples without a device match
+  };
+  const std::string one_gib = R"([[100,"1073741824"],[400,"1073741824"]])";
+  // clang-format off
+  const std::vector<Case> cases = {
+      {"alone on a whole GPU",
+       {{AgentLabels("GPU-a", "ml", "solo"), R"([[100,"2147483648"],[400,"3221225472"]])"}},
+       "solo", 2048, 0.4, "", false, 0},
+      {"alone on a MIG instance (compute scaled by 3 of 7 slices)",
+       {{AgentLabels("GPU-b", "dev", "nb", "3g.40gb@4"), R"([[100,"1073741824"]])"}},
+       "nb", 1024, 0.7 * 3 / 7, "3g.40gb", false, 0},
+      {"two pods time-sliced on one GPU: memory per pod, compute only per GPU",
+       {{AgentLabels("GPU-a", "ml", "x"), one_gib},
+        {AgentLabels("GPU-a", "ml", "y"), R"([[100,"2147483648"],[400,"1073741824"]])"}},
+       "y", 2048, 0.4, "", true, 0},
+      {"a GPU DCGM has no compute for",
+       {{AgentLabels("GPU-c", "ml", "lost"), R"([[100,"1073741824"]])"},
+        {AgentLabels("GPU-a", "ml", "solo"), one_gib}},
+       "solo", 1024, 0.4, "", false, 1},
+  };
+  // clang-format on
+  for (const Case& c : cases) {
+    const std::vector<PromRange> ranges = {
+        Parse("DCGM_FI_DEV_FB_USED", {{dev_a, R"([[100,"9000"],[400,"9000"]])"},
+                                      {dev_b, R"([[100,"5000"]])"},
+                                      {dev_c, R"([[100,"5000"]])"}}),
+        Parse("DCGM_FI_PROF_SM_ACTIVE", {{dev_a, R"([[100,"0.4"],[400,"0.5"]])"}}),
+        Parse("DCGM_FI_PROF_GR_ENGINE_ACTIVE", {{dev_b, R"([[100,"0.7"]])"}}),
+        Parse("tessera_agent_pod_gpu_memory_used_bytes", c.agent),
+    };
+    auto h = DcgmToHistory(ranges, "prom");
+    ASSERT_TRUE(h.ok()) << c.name << ": " << h.status().message();
+    EXPECT_EQ(h->unmatched_samples, c.unmatched) << c.name;
+    const advisor::WorkloadUsage* w = nullptr;
+    for (const auto& x : h->history.workloads)
+      if (x.owner == c.pod) w = &x;
+    ASSERT_NE(w, nullptr) << c.name;
+    ASSERT_EQ(w->pods.size(), 1u) << c.name;
+    const auto& ps = w->pods[0];
+    EXPECT_TRUE(ps.memory_per_pod) << c.name;
+    ASSERT_FALSE(ps.samples.empty()) << c.name;
+    EXPECT_DOUBLE_EQ(ps.samples[0].memory_mib, c.memory_mib) << c.name;
+    EXPECT_NEAR(ps.samples[0].sm_active, c.compute, 1e-9) << c.name;
+    EXPECT_EQ(w->request.mig_profile, c.profile) << c.name;
+    EXPECT_EQ(w->gpu_model, "A100-80GB") << c.name;
+    EXPECT_EQ(w->AttributionImpossible(), c.shared) << c.name;
+  }
+}
+
+TEST(DcgmHistory, AgentMemoryReplacesDcgmsDeviceReading) {
+  // DCGM labels the GPU with the pod but reads the whole device (9000 MiB); the agent's
+  // per-pod series (1 GiB) wins.
+  const std::vector<PromRange> ranges = {
+      Parse("DCGM_FI_DEV_FB_USED", {{kWhole, R"([[100,"9000"]])"}}),
+      Parse("DCGM_FI_PROF_SM_ACTIVE", {{kWhole, R"([[100,"0.25"]])"}}),
+      Parse("tessera_agent_pod_gpu_memory_used_bytes",
+            {{AgentLabels("GPU-a", "ml", "infer-0"), R"([[100,"1073741824"]])"}}),
+  };
+  auto h = DcgmToHistory(ranges, "prom");
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  ASSERT_EQ(h->history.workloads.size(), 1u);
+  const auto& ps = h->history.workloads[0].pods.at(0);
+  EXPECT_DOUBLE_EQ(ps.samples.at(0).memory_mib, 1024);
+  EXPECT_DOUBLE_EQ(ps.samples.at(0).sm_active, 0.25);
+  EXPECT_TRUE(ps.memory_per_pod);
+}
+
 TEST(DcgmHistory, Errors) {
   const auto memory = Parse("DCGM_FI_DEV_FB_USED", {{kWhole, R"([[100,"1000"]])"}});
   const auto compute = Parse("DCGM_FI_DEV_GPU_UTIL", {{kWhole, R"([[100,"10"]])"}});

@@ -152,6 +152,16 @@ def gpu_pod(ns, name, gpus, queue=None):
             "status": {"phase": "Pending"}}
 
 
+def bound_pod(ns, name, node, gpu_index, queue=None):
+    """A running pod holding one whole GPU of `node`, as the scheduler bound it."""
+    pod = gpu_pod(ns, name, 1, queue)
+    pod["metadata"]["annotations"]["tessera.io/assignment"] = json.dumps(
+        {"node": node, "kind": "exclusive", "gpus": [gpu_index]})
+    pod["spec"]["nodeName"] = node
+    pod["status"]["phase"] = "Running"
+    return pod
+
+
 def queue_object(name, gpus):
     return {"apiVersion": "tessera.io/v1alpha1", "kind": "Queue",
             "metadata": {"name": name, "resourceVersion": "1"},
@@ -256,11 +266,12 @@ current-context: fake
 @contextlib.contextmanager
 def scheduler(procs, tessera, workdir):
     """`tessera scheduler` against a FakeApiServer holding a 2-GPU node, a Queue with a quota of
-    8 GPUs and two pods that cannot fit (4 GPUs each); yields the /metrics URL once the core's
+    8 GPUs, a pod of that queue bound to GPU 0 and two pods that cannot fit (4 GPUs each); yields the /metrics URL once the core's
     metrics are served."""
     objects = {
         "/api/v1/nodes": [gpu_node("gpu-1", 2)],
-        "/api/v1/pods": [gpu_pod("ml", "wide-0", 4, "team-a"), gpu_pod("ml", "wide-1", 4)],
+        "/api/v1/pods": [gpu_pod("ml", "wide-0", 4, "team-a"), gpu_pod("ml", "wide-1", 4),
+                         bound_pod("ml", "bound-0", "gpu-1", 0, "team-a")],
         "/apis/tessera.io/v1alpha1/queues": [queue_object("team-a", 8)],
     }
     with FakeApiServer(objects) as api:

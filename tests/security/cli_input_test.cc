@@ -102,6 +102,14 @@ class Scratch {
           "p1,2000,1024,0,0\n");
     Write("bom_nodes.csv", kBom + Slurp(File("nodes.csv")));
     Write("bom_pods.csv", kBom + Slurp(File("pods.csv")));
+    const std::string history_header =
+        "timestamp_s,namespace,owner_kind,owner,pod,gpu_model,gpu,source,requested_gpus,"
+        "requested_memory_mib,requested_compute,requested_mig_profile,memory_used_mib,sm_active\n";
+    Write("history.csv", history_header + "1000,ml,Pod,p,p,T4,g0,pod,1,0,0,,1024,0.5\n");
+    Write("history_nan.csv", history_header + "1000,ml,Pod,p,p,T4,g0,pod,1,0,0,,1024,nan\n");
+    Write("history_short.csv", history_header + "1000,ml,Pod,p\n");
+    Write("prices_unknown.csv", "gpu_model,usd_per_hour\nX9,1.0\n");
+    Write("prices_no_t4.csv", "gpu_model,usd_per_hour\nL4,1.0\n");
     ::mkfifo(File("fifo.csv").c_str(), 0600);
   }
   ~Scratch() {
@@ -423,6 +431,50 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.label; });
 
 // Inputs that must be accepted.
+
+std::vector<std::string> Report(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"report", "--history", "{dir}/history.csv", "--json",
+                                   "{out}/report.json"};
+  return With(args, extra);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Report, CliRefusesTest,
+    ::testing::Values(
+        RefusedCase{"HistoryNaN", Report({"--history", "{dir}/history_nan.csv"}),
+                    "{dir}/history_nan.csv:2:39: column 'sm_active': NaN is not a valid value"},
+        RefusedCase{"HistoryShortRow", Report({"--history", "{dir}/history_short.csv"}),
+                    "{dir}/history_short.csv:2:14: expected 14 fields, found 4"},
+        RefusedCase{"HistoryMissing", Report({"--history", "{dir}/none.csv"}),
+                    "cannot open '{dir}/none.csv': No such file or directory"},
+        RefusedCase{"PricesUnknownModel", Report({"--prices", "{dir}/prices_unknown.csv"}),
+                    "{dir}/prices_unknown.csv:2:1: unknown GPU model 'X9' (known: T4, L4, A10, "
+                    "A10G, P100, V100M16, V100M32, A30, A100-40GB, A100-80GB, H100-80GB, H200, "
+                    "B200, G1, G2, G3, H100-94GB, H100-96GB, GH200-144GB, GB200, B300, GB300, "
+                    "RTX-PRO-6000)"},
+        RefusedCase{"PricesWithoutTheModel", Report({"--prices", "{dir}/prices_no_t4.csv"}),
+                    "{dir}/history.csv: pod ml/p: no price for GPU model 'T4' in the price table"},
+        RefusedCase{"PrometheusUnreachable",
+                    {"report", "--prometheus", "http://127.0.0.1:1", "--timeout", "2", "--json",
+                     "{out}/report.json"},
+                    "cannot reach Prometheus at http://127.0.0.1:1: connection refused or host "
+                    "unreachable"},
+        RefusedCase{"PrometheusNotHttp",
+                    {"report", "--prometheus", "ftp://x"},
+                    "--prometheus: 'ftp://x' is not an http:// or https:// URL"},
+        RefusedCase{"BothSources", Report({"--prometheus", "http://127.0.0.1:1"}),
+                    "--history and --prometheus exclude each other"},
+        RefusedCase{"NoSource",
+                    {"report", "--json", "{out}/report.json"},
+                    "give --history FILE or --prometheus URL"},
+        RefusedCase{"WindowText", Report({"--window", "5x"}),
+                    "--window: '5x' is not a duration of at most 366 days (use e.g. 7d, 36h, "
+                    "3600s)"},
+        RefusedCase{"StepZero", Report({"--step", "0"}),
+                    "--step: '0' is outside the allowed range 1..86400"},
+        RefusedCase{"StartWithoutPrometheus", Report({"--start", "5"}),
+                    "--start and --end need --prometheus"}),
+    [](const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.label; });
 
 TEST(CliAcceptsTest, CsvFilesWithUtf8Bom) {
   Scratch d;
