@@ -214,6 +214,17 @@ struct Admission::Impl {
     return {d.num_gpu > 0 ? EqMilli(model, d.TotalMilliGpu()) : 0, d.cpu.v, d.memory.v};
   }
 
+  // A slice pod is charged by the slice it holds (SliceMilli: a 3g.40gb instance 3/7 of a GPU,
+  // an MPS client the larger of its threads and its memory limit), not by its request.
+  Resources SliceCharge(const ClusterState& state, const Demand& d,
+                        const SliceAssignment& s) const {
+    const int g = std::countr_zero(s.gpus);
+    if (s.node >= state.num_nodes() || g >= state.gpu_count(s.node))
+      return PodCharge(d, kNoGpuModel);
+    const GpuSlices& gpu = state.gpu(s.node, g);
+    return {EqMilli(gpu.model, SliceMilli(gpu, s)), d.cpu.v, d.memory.v};
+  }
+
   Resources EstimateCharge(const JobSpec& j, int pods, ModelMask models) const {
     return ChargeAt(j, pods, MinWeight(models));
   }
@@ -762,7 +773,9 @@ struct Admission::Impl {
     }
     Resources charge;
     for (size_t i = 0; i < j.pods.size(); ++i)
-      charge += PodCharge(d, state.free(j.placements[i].node).model);
+      charge += j.spec.slice && i < j.slices.size()
+                    ? SliceCharge(state, d, j.slices[i])
+                    : PodCharge(d, state.free(j.placements[i].node).model);
     Resources exact = charge;
     if (j.has_reservation && j.res_flavor == f) exact = Max0(exact - j.res_charge);
     Status exact_fit = QuotaFits(j.queue, f, exact);
@@ -1306,7 +1319,7 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
     j.placements.push_back(placements[i]);
     if (sd) j.slices.push_back(slices[i]);
     model = state.spec(placements[i].node).model;
-    charge += im.PodCharge(d, model);
+    charge += sd ? im.SliceCharge(state, d, slices[i]) : im.PodCharge(d, model);
   }
   int flavor = -1;
   for (size_t f = 0; f < queues_[j.queue].flavors.size() && flavor < 0; ++f) {

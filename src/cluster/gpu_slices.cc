@@ -120,6 +120,37 @@ int GpuSlices::HeldMilli() const {
   return 0;
 }
 
+int64_t SliceMilli(const GpuSlices& gpu, const SliceAssignment& a) {
+  auto share = [](int64_t part, int64_t whole) -> int64_t {
+    if (whole <= 0) return 1000;
+    return std::min<int64_t>(1000, (1000 * part + whole - 1) / whole);
+  };
+  switch (a.kind) {
+    case SliceKind::kExclusive:
+      return 1000LL * std::popcount(a.gpus);
+    case SliceKind::kShare:
+      return std::clamp<int64_t>(a.gpu_milli, 0, 1000);
+    case SliceKind::kMps:
+      return std::max<int64_t>(10LL * std::clamp(a.thread_pct, 0, 100),
+                               share(a.memory_mib, gpu.memory_mib));
+    case SliceKind::kTimeSlice:
+      return share(a.memory_mib, gpu.memory_mib);
+    case SliceKind::kMig:
+    case SliceKind::kMigMps: {
+      const MigGeometry* geo = MigGeometryFor(gpu.model);
+      const MigSlot* slot = gpu.Instance(a.mig_start);
+      if (!geo || !slot || geo->compute_slices <= 0) return 1000;
+      const int64_t inst =
+          1000LL * geo->profiles[slot->instance.profile].compute_slices / geo->compute_slices;
+      if (a.kind == SliceKind::kMig) return inst;
+      const int64_t used = std::max<int64_t>(10LL * std::clamp(a.thread_pct, 0, 100),
+                                             share(a.memory_mib, slot->memory_mib));
+      return (inst * used + 999) / 1000;
+    }
+  }
+  return 1000;
+}
+
 const MigSlot* GpuSlices::Instance(int start) const {
   for (const auto& s : instances)
     if (s.instance.start == start) return &s;

@@ -108,6 +108,14 @@ struct MigDiff {
   bool empty() const { return !mode_change && destroy.empty() && create.empty(); }
 };
 
+// Milli-GPU the slice `a` holds on `gpu` (the GPU it names; for kExclusive, per GPU of its
+// mask), the size quota is charged with: kExclusive 1000 per GPU; kShare its gpu_milli; kMps the
+// larger of its thread % and its pinned memory limit as a share of the GPU's memory; kTimeSlice
+// its declared memory share; kMig the instance's compute slices over the GPU's; kMigMps the
+// instance's share times the larger of its thread % and memory share of the instance. A MIG
+// slice whose instance is not in `gpu`'s layout counts as the whole GPU. At most 1000 per GPU.
+int64_t SliceMilli(const GpuSlices& gpu, const SliceAssignment& a);
+
 // MPS client limit of an instance with `g` compute slices on a GPU with `total` slices.
 inline int MpsClientLimit(int max_clients, int g, int total) {
   return max_clients * g / total;
