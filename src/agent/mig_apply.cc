@@ -258,6 +258,12 @@ class Run {
   MigJournal journal_;
 };
 
+std::string Joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
 std::string Pids(std::vector<uint32_t> pids) {
   std::sort(pids.begin(), pids.end());
   std::string out = "pid";
@@ -317,9 +323,7 @@ GpuLayoutStatus SwitchMigMode(GpuBackend& backend, const GpuLayoutSpec& spec,
   if (!change->active) return pending(change->activation, layout_now());
   destroyed.push_back(std::string("MIG mode ") + OnOff(on));
   if (done) *done = destroyed;
-  std::string msg;
-  for (const std::string& d : destroyed) msg += (msg.empty() ? "" : "; ") + d;
-  return Outcome(spec, LayoutState::kApplied, msg, "");
+  return Outcome(spec, LayoutState::kApplied, Joined(destroyed), "");
 }
 
 Result<int64_t> ReadInt(const Json& v) {
@@ -437,12 +441,20 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
   auto desired = ParseDesired(*live->geo, spec.layout);
   if (!desired.ok()) return fail(where + ": " + desired.status().message(), before);
   std::vector<std::string> done;
-  if (!live->mig_enabled) {
+  const bool switched = !live->mig_enabled;  // the journal is open from the mode change
+  if (switched) {
     GpuLayoutStatus out = SwitchMigMode(backend, spec, options, *live, where, before, &done);
     if (out.state != LayoutState::kApplied) return finish(std::move(out));
     auto now_live = ReadLive(backend, spec.index);
     if (!now_live.ok()) return fail(now_live.status().message(), "");
     *live = std::move(*now_live);
+  } else if (!live->mig_pending) {
+    // On as asked, with a disable waiting for a reset: cancel it.
+    auto change = backend.SetMigMode(spec.index, true);
+    if (!change.ok())
+      return fail(where + ": cancelling the pending MIG disable: " + change.status().message(),
+                  before);
+    done.push_back("cancelled the pending MIG disable");
   }
 
   // The instances to destroy must be idle, checked on the node right before acting.
@@ -457,7 +469,7 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
   if (!work) {
     RemoveJournal(options.state_dir, spec.index);
     return Outcome(spec, LayoutState::kApplied,
-                   resumed + (done.empty() ? "already in place" : done.front()), before);
+                   resumed + (done.empty() ? "already in place" : Joined(done)), before);
   }
   if (!doomed.empty()) {
     auto procs = backend.Processes(spec.index);
@@ -476,7 +488,7 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
   }
 
   Run run(backend, spec, options, *live);
-  if (done.empty())
+  if (!switched)
     if (Status st = run.BeginJournal(); !st.ok()) return fail(where + ": " + st.message(), before);
   bool stopped = false;
   Status st = run.Converge(*desired, done, stopped);
@@ -493,10 +505,8 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
     return fail(where + ": NVML reports '" + now_layout + "' after the changes, not '" +
                     LayoutText(live->geo, *desired) + "'",
                 now_layout);
-  std::string msg;
-  for (const std::string& d : done) msg += (msg.empty() ? "" : "; ") + d;
   RemoveJournal(options.state_dir, spec.index);
-  return Outcome(spec, LayoutState::kApplied, resumed + msg, now_layout);
+  return Outcome(spec, LayoutState::kApplied, resumed + Joined(done), now_layout);
 }
 
 Json GpuLayoutStatusJson(const GpuLayoutStatus& status, const std::string& transition_time) {

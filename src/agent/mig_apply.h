@@ -15,7 +15,8 @@
 //   GPU reset, the outcome is Failed with "PendingReset: MIG mode on|off is set but takes
 //   effect only after a GPU reset ...; with the GPU idle run `nvidia-smi -r -i <index>`", the
 //   layout is not touched, and a later revision asking for the same mode reports the same
-//   without calling NVML. migEnabled false on a GPU whose enable is pending cancels it.
+//   without calling NVML. migEnabled false on a GPU whose enable is pending cancels it, and
+//   migEnabled true on a GPU whose disable is pending cancels that.
 // * It then reads the GPU's instances from NVML and works only from what NVML reports, so
 //   applying the same spec twice changes nothing the second time and a restarted agent
 //   converges from whatever a crashed one left (a mode change included). The plan: destroy every
