@@ -33,11 +33,16 @@ struct LiveGpu {
   std::string model;
   const MigGeometry* geo = nullptr;
   bool mig_enabled = false;
-  std::vector<LiveGi> gis;  // sorted by (start, profile)
+  bool mig_pending = false;  // the mode the next GPU reset activates
+  std::vector<LiveGi> gis;   // sorted by (start, profile)
 };
 
 bool Contains(const MigLayout& layout, MigInstance in) {
   return std::find(layout.begin(), layout.end(), in) != layout.end();
+}
+
+const char* OnOff(bool on) {
+  return on ? "on" : "off";
 }
 
 std::string GpuName(int index) {
@@ -71,9 +76,10 @@ Result<LiveGpu> ReadLive(GpuBackend& backend, int index) {
   } else {
     g.model = *name;
   }
-  auto mig = backend.MigEnabled(index);
+  auto mig = backend.MigMode(index);
   if (!mig.ok()) return mig.status();
-  g.mig_enabled = mig->value_or(false);
+  g.mig_enabled = mig->has_value() && (*mig)->current;
+  g.mig_pending = mig->has_value() ? (*mig)->pending : g.mig_enabled;
   if (!g.mig_enabled || !g.geo) return g;
   auto gis = backend.GpuInstances(index);
   if (!gis.ok()) return gis.status();
@@ -221,6 +227,14 @@ class Run {
     return Status::Ok();
   }
 
+  // nvmlDeviceSetMigMode, journalled as "set MIG mode on|off".
+  Result<MigModeChange> SetMode(bool on, bool& stopped) {
+    auto change = backend_.SetMigMode(spec_.index, on);
+    if (!change.ok()) return Context(change.status(), std::string("setting MIG mode ") + OnOff(on));
+    TESSERA_RETURN_IF_ERROR(Step(std::string("set MIG mode ") + OnOff(on), stopped));
+    return change;
+  }
+
   Status BeginJournal() { return WriteJournal(options_.state_dir, journal_); }
 
  private:
@@ -243,6 +257,74 @@ class Run {
   const LiveGpu& live_;
   MigJournal journal_;
 };
+
+std::string Joined(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+std::string Pids(std::vector<uint32_t> pids) {
+  std::sort(pids.begin(), pids.end());
+  std::string out = "pid";
+  for (size_t i = 0; i < pids.size(); ++i) out += (i ? ", " : " ") + std::to_string(pids[i]);
+  return out;
+}
+
+// Switches the MIG mode of `live` (its current mode is not `spec.mig_enabled`). The GPU must
+// run no process; turning MIG off first destroys every instance. Applied when the new mode is
+// in effect (`done`, when given, receives "MIG mode on"), Failed when refused or pending a
+// reset, Applying when the hook stopped the run. The message is not prefixed with the resume.
+GpuLayoutStatus SwitchMigMode(GpuBackend& backend, const GpuLayoutSpec& spec,
+                              const MigApplyOptions& options, const LiveGpu& live,
+                              const std::string& where, const std::string& before,
+                              std::vector<std::string>* done) {
+  const bool on = spec.mig_enabled;
+  const std::string reset = "nvidia-smi -r -i " + std::to_string(spec.index);
+  auto failed = [&](const std::string& msg, std::string layout) {
+    return Outcome(spec, LayoutState::kFailed, where + ": " + msg, std::move(layout));
+  };
+  auto pending = [&](const std::string& activation, std::string layout) {
+    return failed(std::string("PendingReset: MIG mode ") + OnOff(on) +
+                      " is set but takes effect only after a GPU reset" +
+                      (activation.empty() ? "" : " (NVML: " + activation + ")") +
+                      "; with the GPU idle run `" + reset + "` (or reboot the node)",
+                  std::move(layout));
+  };
+  if (live.mig_pending == on) return pending("", before);
+  auto procs = backend.Processes(spec.index);
+  if (!procs.ok()) return failed(procs.status().message(), before);
+  if (!procs->empty()) {
+    std::vector<uint32_t> pids;
+    for (const ProcessInfo& p : *procs) pids.push_back(p.pid);
+    return failed(std::string("not changed, turning MIG ") + OnOff(on) +
+                      " needs the GPU idle; in use by " + Pids(std::move(pids)),
+                  before);
+  }
+  Run run(backend, spec, options, live);
+  if (Status st = run.BeginJournal(); !st.ok()) return failed(st.message(), before);
+  bool stopped = false;
+  std::vector<std::string> destroyed;
+  auto layout_now = [&] {
+    auto now = ReadLive(backend, spec.index);
+    return now.ok() ? LayoutText(now->geo, LayoutOf(*now)) : "";
+  };
+  if (!on && live.geo) {
+    Status st = run.Converge({}, destroyed, stopped);
+    if (stopped)
+      return Outcome(spec, LayoutState::kApplying, "interrupted: " + st.message(), layout_now());
+    if (!st.ok()) return failed(st.message(), layout_now());
+  }
+  auto change = run.SetMode(on, stopped);
+  if (stopped)
+    return Outcome(spec, LayoutState::kApplying, "interrupted: " + change.status().message(),
+                   layout_now());
+  if (!change.ok()) return failed(change.status().message(), layout_now());
+  if (!change->active) return pending(change->activation, layout_now());
+  destroyed.push_back(std::string("MIG mode ") + OnOff(on));
+  if (done) *done = destroyed;
+  return Outcome(spec, LayoutState::kApplied, Joined(destroyed), "");
+}
 
 Result<int64_t> ReadInt(const Json& v) {
   if (v.is_number_integer()) return v.get<int64_t>();
@@ -331,27 +413,49 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
   const std::string where = gpu + " (" + live->model + ")";
   const std::string before = LayoutText(live->geo, LayoutOf(*live));
 
+  auto finish = [&](GpuLayoutStatus out) {
+    out.message = resumed + out.message;
+    if (out.state != LayoutState::kApplying) RemoveJournal(options.state_dir, spec.index);
+    return out;
+  };
+
   if (!spec.mig_enabled) {
     if (!spec.layout.empty())
       return fail(where + ": a layout is given with migEnabled false", before);
-    if (live->mig_enabled)
-      return fail(where +
-                      ": MIG is enabled; turning it off needs the GPU idle and reset "
-                      "(nvidia-smi -i " +
-                      std::to_string(spec.index) + " -mig 0), which the agent does not do",
-                  before);
-    RemoveJournal(options.state_dir, spec.index);
-    return Outcome(spec, LayoutState::kApplied, resumed + "MIG is off", "");
+    if (!live->mig_enabled && !live->mig_pending) {
+      RemoveJournal(options.state_dir, spec.index);
+      return Outcome(spec, LayoutState::kApplied, resumed + "MIG is off", "");
+    }
+    if (!live->mig_enabled) {
+      // Off as asked, with an enable waiting for a reset: cancel it.
+      auto change = backend.SetMigMode(spec.index, false);
+      if (!change.ok())
+        return fail(where + ": cancelling the pending MIG enable: " + change.status().message(),
+                    "");
+      return finish(
+          Outcome(spec, LayoutState::kApplied, "MIG is off; cancelled the pending enable", ""));
+    }
+    return finish(SwitchMigMode(backend, spec, options, *live, where, before, nullptr));
   }
   if (!live->geo) return fail(where + " has no MIG mode in the catalog", "");
   auto desired = ParseDesired(*live->geo, spec.layout);
   if (!desired.ok()) return fail(where + ": " + desired.status().message(), before);
-  if (!live->mig_enabled)
-    return fail(where +
-                    ": MIG is disabled; enabling it needs the GPU idle and reset "
-                    "(nvidia-smi -i " +
-                    std::to_string(spec.index) + " -mig 1), which the agent does not do",
-                before);
+  std::vector<std::string> done;
+  const bool switched = !live->mig_enabled;  // the journal is open from the mode change
+  if (switched) {
+    GpuLayoutStatus out = SwitchMigMode(backend, spec, options, *live, where, before, &done);
+    if (out.state != LayoutState::kApplied) return finish(std::move(out));
+    auto now_live = ReadLive(backend, spec.index);
+    if (!now_live.ok()) return fail(now_live.status().message(), "");
+    *live = std::move(*now_live);
+  } else if (!live->mig_pending) {
+    // On as asked, with a disable waiting for a reset: cancel it.
+    auto change = backend.SetMigMode(spec.index, true);
+    if (!change.ok())
+      return fail(where + ": cancelling the pending MIG disable: " + change.status().message(),
+                  before);
+    done.push_back("cancelled the pending MIG disable");
+  }
 
   // The instances to destroy must be idle, checked on the node right before acting.
   std::map<int, std::string> doomed;
@@ -364,7 +468,8 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
   work = work || desired->size() != live->gis.size();
   if (!work) {
     RemoveJournal(options.state_dir, spec.index);
-    return Outcome(spec, LayoutState::kApplied, resumed + "already in place", before);
+    return Outcome(spec, LayoutState::kApplied,
+                   resumed + (done.empty() ? "already in place" : Joined(done)), before);
   }
   if (!doomed.empty()) {
     auto procs = backend.Processes(spec.index);
@@ -375,10 +480,7 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
     if (!busy.empty()) {
       std::string msg = where + ": not changed, instances to destroy are in use:";
       for (auto& [gi, pids] : busy) {
-        std::sort(pids.begin(), pids.end());
-        msg += " " + doomed[gi] + " (GI " + std::to_string(gi) + ") by pid";
-        for (size_t i = 0; i < pids.size(); ++i) msg += (i ? ", " : " ") + std::to_string(pids[i]);
-        msg += ";";
+        msg += " " + doomed[gi] + " (GI " + std::to_string(gi) + ") by " + Pids(pids) + ";";
       }
       msg.pop_back();
       return fail(msg, before);
@@ -386,8 +488,8 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
   }
 
   Run run(backend, spec, options, *live);
-  if (Status st = run.BeginJournal(); !st.ok()) return fail(where + ": " + st.message(), before);
-  std::vector<std::string> done;
+  if (!switched)
+    if (Status st = run.BeginJournal(); !st.ok()) return fail(where + ": " + st.message(), before);
   bool stopped = false;
   Status st = run.Converge(*desired, done, stopped);
   auto after = ReadLive(backend, spec.index);
@@ -403,10 +505,8 @@ GpuLayoutStatus ApplyGpuLayout(GpuBackend& backend, const GpuLayoutSpec& spec,
     return fail(where + ": NVML reports '" + now_layout + "' after the changes, not '" +
                     LayoutText(live->geo, *desired) + "'",
                 now_layout);
-  std::string msg;
-  for (const std::string& d : done) msg += (msg.empty() ? "" : "; ") + d;
   RemoveJournal(options.state_dir, spec.index);
-  return Outcome(spec, LayoutState::kApplied, resumed + msg, now_layout);
+  return Outcome(spec, LayoutState::kApplied, resumed + Joined(done), now_layout);
 }
 
 Json GpuLayoutStatusJson(const GpuLayoutStatus& status, const std::string& transition_time) {

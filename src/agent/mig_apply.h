@@ -2,18 +2,28 @@
 // asks for, and builds the object's status.
 //
 // Contract:
-// * ApplyGpuLayout validates before it changes anything: the GPU index exists, the desired MIG
-//   mode matches the GPU's (the agent does not switch MIG mode: that needs the GPU idle and
-//   usually a reset), every token is "<profile>@<start>" with a profile the catalog knows for
-//   the GPU's model, and the layout is legal for that model (cluster/mig_geometry.h). Any
-//   failure is state Failed with one message naming the GPU, and nothing on the node changes.
+// * ApplyGpuLayout validates before it changes anything: the GPU index exists, every token is
+//   "<profile>@<start>" with a profile the catalog knows for the GPU's model, the layout is
+//   legal for that model (cluster/mig_geometry.h), and migEnabled false comes with no layout.
+//   Any failure is state Failed with one message naming the GPU, and nothing on the node
+//   changes.
+// * MIG mode. When migEnabled differs from the GPU's current mode, the GPU must run no
+//   process (else Failed "not changed, turning MIG on|off needs the GPU idle; in use by pid
+//   ...", nothing changes). Turning MIG off destroys every (free) instance first. The mode is
+//   set with nvmlDeviceSetMigMode: if it takes effect at once, an enable goes on to create the
+//   layout in the same run (message "MIG mode on; created ..."); if NVML leaves it pending a
+//   GPU reset, the outcome is Failed with "PendingReset: MIG mode on|off is set but takes
+//   effect only after a GPU reset ...; with the GPU idle run `nvidia-smi -r -i <index>`", the
+//   layout is not touched, and a later revision asking for the same mode reports the same
+//   without calling NVML. migEnabled false on a GPU whose enable is pending cancels it, and
+//   migEnabled true on a GPU whose disable is pending cancels that.
 // * It then reads the GPU's instances from NVML and works only from what NVML reports, so
 //   applying the same spec twice changes nothing the second time and a restarted agent
-//   converges from whatever a crashed one left. The plan: destroy every GPU instance the
-//   layout does not have (its compute instances first), destroy every GPU instance without a
-//   compute instance that the layout does not have, give a desired GPU instance that lacks a
-//   compute instance its full-size compute instance, create the missing GPU instances at their
-//   explicit placement, each with one compute instance covering it.
+//   converges from whatever a crashed one left (a mode change included). The plan: destroy every
+//   GPU instance the layout does not have (its compute instances first), destroy every GPU instance
+//   without a compute instance that the layout does not have, give a desired GPU instance that
+//   lacks a compute instance its full-size compute instance, create the missing GPU instances at
+//   their explicit placement, each with one compute instance covering it.
 // * Right before the first change, the GPU's processes are read: if any runs on an instance to
 //   be destroyed, the result is Failed naming the instance and the pids, and nothing changes.
 // * With a state_dir, a journal file "<state_dir>/miglayout-gpu<index>.json" (GPU, UUID,

@@ -36,6 +36,7 @@ namespace {
   X(nvmlGpuInstanceCreateComputeInstance, true)         \
   X(nvmlGpuInstanceGetComputeInstanceById, true)        \
   X(nvmlComputeInstanceDestroy, true)                   \
+  X(nvmlDeviceSetMigMode, false)                        \
   X(nvmlDeviceGetComputeRunningProcesses_v3, false)     \
   X(nvmlDeviceGetComputeRunningProcesses_v2, false)     \
   X(nvmlDeviceGetUtilizationRates, true)                \
@@ -116,6 +117,17 @@ class NvmlBackend final : public GpuBackend {
     if (r == NVML_ERROR_NOT_SUPPORTED) return std::optional<bool>();
     if (r != NVML_SUCCESS) return Fail("nvmlDeviceGetMigMode", Gpu(gpu), r);
     return std::optional<bool>(current == NVML_DEVICE_MIG_ENABLE);
+  }
+
+  Result<std::optional<MigModeState>> MigMode(int gpu) override {
+    auto d = Device(gpu);
+    if (!d.ok()) return d.status();
+    unsigned int current = 0, pending = 0;
+    auto r = api_.nvmlDeviceGetMigMode(*d, &current, &pending);
+    if (r == NVML_ERROR_NOT_SUPPORTED) return std::optional<MigModeState>();
+    if (r != NVML_SUCCESS) return Fail("nvmlDeviceGetMigMode", Gpu(gpu), r);
+    return std::optional<MigModeState>(
+        MigModeState{current == NVML_DEVICE_MIG_ENABLE, pending == NVML_DEVICE_MIG_ENABLE});
   }
 
   Result<std::vector<GiProfileInfo>> GiProfiles(int gpu) override {
@@ -369,6 +381,28 @@ class NvmlBackend final : public GpuBackend {
     if (auto r = api_.nvmlComputeInstanceDestroy(ci); r != NVML_SUCCESS)
       return Fail("nvmlComputeInstanceDestroy", where, r);
     return Status::Ok();
+  }
+
+  Result<MigModeChange> SetMigMode(int gpu, bool enabled) override {
+    if (!api_.nvmlDeviceSetMigMode)
+      return Unavailable(std::string(kNvmlLibrary) +
+                         ": missing NVML function nvmlDeviceSetMigMode (driver too old?)");
+    auto d = Device(gpu);
+    if (!d.ok()) return d.status();
+    nvmlReturn_t activation = NVML_SUCCESS;
+    if (auto r = api_.nvmlDeviceSetMigMode(
+            *d, enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE, &activation);
+        r != NVML_SUCCESS)
+      return Fail("nvmlDeviceSetMigMode", Gpu(gpu), r);
+    auto mode = MigMode(gpu);
+    if (!mode.ok()) return mode.status();
+    MigModeChange out;
+    out.active = mode->has_value() && (*mode)->current == enabled;
+    if (!out.active) {
+      const char* msg = activation == NVML_SUCCESS ? nullptr : api_.nvmlErrorString(activation);
+      out.activation = msg ? msg : "error " + std::to_string(static_cast<int>(activation));
+    }
+    return out;
   }
 
   Status WatchXids() override {

@@ -72,6 +72,19 @@ struct MigDeviceInfo {
   std::string uuid;  // "MIG-..."
 };
 
+// nvmlDeviceGetMigMode: the mode in effect and the one the next activation (a GPU reset) sets.
+struct MigModeState {
+  bool current = false;
+  bool pending = false;
+};
+
+// What nvmlDeviceSetMigMode did: `active` when the GPU now runs in the asked mode, else the
+// mode is pending and `activation` is NVML's activation status message ("Reset required").
+struct MigModeChange {
+  bool active = false;
+  std::string activation;
+};
+
 struct ProcessInfo {
   uint32_t pid = 0;
   int64_t used_mib = 0;
@@ -110,6 +123,8 @@ class GpuBackend {
   virtual Result<std::optional<std::pair<int, int>>> ComputeCapability(int gpu) = 0;
   // Current MIG mode; empty when the GPU has no MIG mode.
   virtual Result<std::optional<bool>> MigEnabled(int gpu) = 0;
+  // Current and pending MIG mode; empty when the GPU has no MIG mode.
+  virtual Result<std::optional<MigModeState>> MigMode(int gpu) = 0;
   // The GPU-instance profiles of a MIG-enabled GPU.
   virtual Result<std::vector<GiProfileInfo>> GiProfiles(int gpu) = 0;
   // Existing GPU instances, sorted by start.
@@ -134,6 +149,10 @@ class GpuBackend {
   virtual Status DestroyGpuInstance(int gpu, int gi_id) = 0;
   virtual Result<int> CreateComputeInstance(int gpu, int gi_id) = 0;
   virtual Status DestroyComputeInstance(int gpu, int gi_id, int ci_id) = 0;
+  // Asks for MIG mode on or off (nvmlDeviceSetMigMode); `active` is read back from
+  // nvmlDeviceGetMigMode. A refusal (no permission, not supported, instances left) is the
+  // Status; a driver without the function is Unavailable.
+  virtual Result<MigModeChange> SetMigMode(int gpu, bool enabled) = 0;
 
   // Health events: WatchXids registers every GPU for critical-XID events (idempotent);
   // NextXid waits up to timeout_ms for one and returns empty on timeout.

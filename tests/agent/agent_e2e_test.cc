@@ -271,6 +271,34 @@ TEST_F(AgentE2e, AMigPodIsReLaidOutBoundAndAllocatedItsInstance) {
   EXPECT_EQ(resp.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"), want);
 }
 
+TEST_F(AgentE2e, MigIsTurnedOnForAMigPodOnAnIdleGpu) {
+  Init("");
+  ASSERT_TRUE(loop_->Pass().ok());
+  StartScheduler();
+  ASSERT_TRUE(server_
+                  .Create("/api/v1/namespaces/ml/pods",
+                          PodObject("first-mig", {{"nvidia.com/mig-2g.20gb", "1"}}))
+                  .ok());
+  const std::string layout_path = std::string(kube::kMigLayoutsPath) + "/" + kNode;
+  ASSERT_TRUE(WaitFor([&] { return server_.Get(layout_path).has_value(); }));
+  const Json spec = Get(layout_path)["spec"]["gpus"]["0"];
+  EXPECT_EQ(spec.value("migEnabled", false), true) << spec.dump();
+  EXPECT_NE(spec.value("layout", "").find("2g.20gb@"), std::string::npos) << spec.dump();
+
+  // The agent turns MIG on (the fake activates it at once) and creates the layout in one pass.
+  ASSERT_TRUE(loop_->Pass().ok());
+  const Json status = Get(layout_path)["status"]["gpus"]["0"];
+  EXPECT_EQ(status.value("state", ""), "Applied") << status.dump();
+  EXPECT_EQ(status.value("message", "").rfind("MIG mode on; created ", 0), 0u) << status.dump();
+  EXPECT_TRUE(nvml_->State().at(0).at("mig").get<bool>());
+  EXPECT_EQ(nvml_->Instances(0), spec.value("layout", ""));
+
+  auto a = WaitForBinding("first-mig");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->kind, kube::AssignmentKind::kMig);
+  EXPECT_EQ(a->mig_instance.rfind("2g.20gb@", 0), 0u) << a->mig_instance;
+}
+
 TEST_F(AgentE2e, AllocationsSurviveAnAgentRestart) {
   Init("", 2);
   ASSERT_TRUE(loop_->Pass().ok());

@@ -15,6 +15,11 @@
 //   with processes, or a GPU instance with compute instances or processes, is
 //   NVML_ERROR_IN_USE. With "state_file" (or TESSERA_FAKE_NVML_STATE) the MIG layout is read
 //   from that file at init when it exists and written (atomically) after every change.
+// * nvmlDeviceSetMigMode records the pending mode. Disabling with GPU instances left is
+//   NVML_ERROR_IN_USE. The mode takes effect at once on an idle GPU unless the GPU says
+//   "mig_mode_change": "pending_reset"; then, as with running processes, it stays pending and
+//   the activation status is "mig_activation" (default NVML_ERROR_RESET_REQUIRED), or
+//   NVML_ERROR_IN_USE for processes.
 // * XIDs listed per GPU are delivered once to every event set that registers the GPU;
 //   nvmlEventSetWait_v2 returns NVML_ERROR_TIMEOUT at once when none is pending.
 // * Handles are tagged integers, never dereferenced; a stale or foreign handle is
@@ -178,6 +183,8 @@ const char* nvmlErrorString(nvmlReturn_t result) {
       return "Timeout";
     case NVML_ERROR_GPU_IS_LOST:
       return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "Reset required";
     case NVML_ERROR_IN_USE:
       return "In use by another client";
     case NVML_ERROR_INSUFFICIENT_RESOURCES:
@@ -253,7 +260,33 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
   Gpu* g = DeviceOf(device);
   if (!g || !current || !pending) return NVML_ERROR_INVALID_ARGUMENT;
   if (!g->geo) return NVML_ERROR_NOT_SUPPORTED;
-  *current = *pending = g->mig ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  *current = g->mig ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  *pending = g->mig_pending ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
+                                  nvmlReturn_t* activationStatus) {
+  FAKE_LOCK;
+  FAKE_CHECK("nvmlDeviceSetMigMode", GpuIndex(device));
+  Gpu* g = DeviceOf(device);
+  if (!g || !activationStatus) return NVML_ERROR_INVALID_ARGUMENT;
+  if (mode != NVML_DEVICE_MIG_ENABLE && mode != NVML_DEVICE_MIG_DISABLE)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (!g->geo) return NVML_ERROR_NOT_SUPPORTED;
+  const bool want = mode == NVML_DEVICE_MIG_ENABLE;
+  if (g->mig && !want && !g->gis.empty()) return NVML_ERROR_IN_USE;
+  g->mig_pending = want;
+  *activationStatus = NVML_SUCCESS;
+  if (g->mig != want) {
+    if (!g->procs.empty())
+      *activationStatus = NVML_ERROR_IN_USE;
+    else if (g->mig_change_pending)
+      *activationStatus = g->mig_activation;
+    else
+      g->mig = want;
+  }
+  SaveState();
   return NVML_SUCCESS;
 }
 

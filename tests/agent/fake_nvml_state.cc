@@ -25,6 +25,7 @@ const std::map<std::string, nvmlReturn_t>& Codes() {
       {"NVML_ERROR_DRIVER_NOT_LOADED", NVML_ERROR_DRIVER_NOT_LOADED},
       {"NVML_ERROR_TIMEOUT", NVML_ERROR_TIMEOUT},
       {"NVML_ERROR_GPU_IS_LOST", NVML_ERROR_GPU_IS_LOST},
+      {"NVML_ERROR_RESET_REQUIRED", NVML_ERROR_RESET_REQUIRED},
       {"NVML_ERROR_IN_USE", NVML_ERROR_IN_USE},
       {"NVML_ERROR_INSUFFICIENT_RESOURCES", NVML_ERROR_INSUFFICIENT_RESOURCES},
       {"NVML_ERROR_UNKNOWN", NVML_ERROR_UNKNOWN},
@@ -166,7 +167,8 @@ void SaveState() {
                      {"start", gi.start},
                      {"cis", cis}});
     }
-    j.push_back({{"uuid", g.uuid}, {"mig", g.mig}, {"gpu_instances", gis}});
+    j.push_back(
+        {{"uuid", g.uuid}, {"mig", g.mig}, {"mig_pending", g.mig_pending}, {"gpu_instances", gis}});
   }
   const std::string tmp = g_state.state_file + ".tmp";
   {
@@ -185,6 +187,7 @@ void LoadState() {
   for (size_t i = 0; i < j.size(); ++i) {
     Gpu& g = g_state.gpus[i];
     g.mig = j[i].at("mig").get<bool>();
+    g.mig_pending = j[i].value("mig_pending", g.mig);
     g.gis.clear();
     for (const Json& e : j[i].at("gpu_instances")) {
       Gi gi;
@@ -230,6 +233,16 @@ void Load() {
     g.mig = e.value("mig", false);
     if (g.mig && !g.geo) throw std::runtime_error(g.model + " has no MIG mode");
     if (g.mig) SetLayout(g, e.value("mig_layout", std::string()));
+    g.mig_pending = e.value("mig_pending", g.mig);
+    const std::string change = e.value("mig_mode_change", std::string("immediate"));
+    if (change != "immediate" && change != "pending_reset")
+      throw std::runtime_error("mig_mode_change must be immediate or pending_reset");
+    g.mig_change_pending = change == "pending_reset";
+    if (e.contains("mig_activation")) {
+      auto c = Codes().find(e["mig_activation"].get<std::string>());
+      if (c == Codes().end()) throw std::runtime_error("unknown NVML code in mig_activation");
+      g.mig_activation = c->second;
+    }
     if (e.contains("utilization")) {
       g.util_gpu = e["utilization"].value("gpu", 0u);
       g.util_mem = e["utilization"].value("memory", 0u);

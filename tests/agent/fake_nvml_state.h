@@ -46,6 +46,11 @@ struct Gpu {
   int cc_major = 0, cc_minor = 0;
   const tessera::MigGeometry* geo = nullptr;
   bool mig = false;
+  bool mig_pending = false;  // nvmlDeviceGetMigMode's pending mode
+  // nvmlDeviceSetMigMode on an idle GPU: takes effect at once, or stays pending with this
+  // activation status until a reset ("mig_mode_change": "pending_reset").
+  bool mig_change_pending = false;
+  nvmlReturn_t mig_activation = NVML_ERROR_RESET_REQUIRED;
   std::vector<Gi> gis;
   std::vector<Proc> procs;
   bool has_util = true;

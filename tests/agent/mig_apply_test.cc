@@ -143,10 +143,6 @@ TEST(MigApply, BadSpecsFailWithOneMessageAndChangeNothing) {
       {"no such GPU", Spec(9, 2, "7g.80gb@0"),
        "GPU 9 does not exist on this node (3 GPU(s), indexes 0-2)"},
       {"no MIG model", Spec(2, 2, "1g.10gb@0"), "GPU 2 (T4) has no MIG mode in the catalog"},
-      {"MIG off", Spec(1, 2, "7g.80gb@0"),
-       "GPU 1 (A100-80GB): MIG is disabled; enabling it needs the GPU idle and reset"},
-      {"turn MIG off", Spec(0, 2, "", false),
-       "GPU 0 (A100-80GB): MIG is enabled; turning it off needs the GPU idle and reset"},
       {"layout with MIG off", Spec(1, 2, "7g.80gb@0", false),
        "GPU 1 (A100-80GB): a layout is given with migEnabled false"},
   };
@@ -246,6 +242,256 @@ TEST(MigApply, HalfMadeInstancesAreCompletedOrDestroyed) {
   EXPECT_EQ(st.state, LayoutState::kApplied) << st.message;
   EXPECT_EQ(st.message, "destroyed 2g.20gb@4; created 1g.10gb@4; created 1g.10gb@5");
   EXPECT_EQ(fake.Instances(0), four);
+}
+
+// A node with one MIG GPU (0) and one non-MIG GPU (1), each A100-80GB, with per-GPU extras.
+Json ModeNode(const Json& gpu0, const Json& gpu1) {
+  Json g0 = {{"model", "A100-80GB"},
+             {"uuid", "GPU-a100-0"},
+             {"mig", true},
+             {"mig_layout", "3g.40gb@0 2g.20gb@4 1g.10gb@6"}};
+  Json g1 = {{"model", "A100-80GB"}, {"uuid", "GPU-a100-1"}, {"mig", false}};
+  if (gpu0.is_object()) g0.update(gpu0);
+  if (gpu1.is_object()) g1.update(gpu1);
+  return {{"gpus", Json::array({g0, g1})}};
+}
+
+// "current/pending" MIG mode of a GPU in the fake's state file, "" before any NVML change.
+std::string Mode(const FakeNode& fake, int gpu) {
+  const Json s = fake.State();
+  if (!s.is_array()) return "";
+  const Json& g = s.at(static_cast<size_t>(gpu));
+  return std::string(g.at("mig").get<bool>() ? "on" : "off") + "/" +
+         (g.at("mig_pending").get<bool>() ? "on" : "off");
+}
+
+struct ModeCase {
+  const char* name;
+  Json gpu0, gpu1;
+  GpuLayoutSpec spec;
+  LayoutState state;
+  std::string message;
+  std::string layout;     // status layout
+  std::string mode;       // Mode() afterwards of the spec's GPU
+  std::string instances;  // FakeNode::Instances() afterwards of the spec's GPU
+};
+
+TEST(MigApply, SwitchesMigMode) {
+  const std::string three = "3g.40gb@0 2g.20gb@4 1g.10gb@6";
+  const std::string reset1 =
+      " is set but takes effect only after a GPU reset (NVML: Reset required); with the GPU idle "
+      "run `nvidia-smi -r -i 1` (or reboot the node)";
+  const std::vector<ModeCase> cases = {
+      {"enable an idle GPU, then lay it out",
+       {},
+       {},
+       Spec(1, 2, three),
+       LayoutState::kApplied,
+       "MIG mode on; created 3g.40gb@0; created 2g.20gb@4; created 1g.10gb@6",
+       three,
+       "on/on",
+       three},
+      {"enable with no instances",
+       {},
+       {},
+       Spec(1, 2, ""),
+       LayoutState::kApplied,
+       "MIG mode on",
+       "",
+       "on/on",
+       ""},
+      {"disable: free instances are destroyed first",
+       {},
+       {},
+       Spec(0, 2, "", false),
+       LayoutState::kApplied,
+       "destroyed 3g.40gb@0; destroyed 2g.20gb@4; destroyed 1g.10gb@6; MIG mode off",
+       "",
+       "off/off",
+       ""},
+      {"disable an empty MIG GPU",
+       {{"mig_layout", ""}},
+       {},
+       Spec(0, 2, "", false),
+       LayoutState::kApplied,
+       "MIG mode off",
+       "",
+       "off/off",
+       ""},
+      {"enable refused while processes run",
+       {},
+       {{"processes", {{{"pid", 78}}, {{"pid", 77}}}}},
+       Spec(1, 2, three),
+       LayoutState::kFailed,
+       "GPU 1 (A100-80GB): not changed, turning MIG on needs the GPU idle; in use by pid 77, 78",
+       "",
+       "",
+       ""},
+      {"disable refused while processes run",
+       {{"processes", {{{"pid", 5}, {"mig", "1g.10gb@6"}}}}},
+       {},
+       Spec(0, 2, "", false),
+       LayoutState::kFailed,
+       "GPU 0 (A100-80GB): not changed, turning MIG off needs the GPU idle; in use by pid 5",
+       three,
+       "",
+       ""},
+      {"enable pending a reset",
+       {},
+       {{"mig_mode_change", "pending_reset"}},
+       Spec(1, 2, three),
+       LayoutState::kFailed,
+       "GPU 1 (A100-80GB): PendingReset: MIG mode on" + reset1,
+       "",
+       "off/on",
+       ""},
+      {"disable pending a reset",
+       {{"mig_layout", ""}, {"mig_mode_change", "pending_reset"}},
+       {},
+       Spec(0, 2, "", false),
+       LayoutState::kFailed,
+       "GPU 0 (A100-80GB): PendingReset: MIG mode off is set but takes effect only after a GPU "
+       "reset (NVML: Reset required); with the GPU idle run `nvidia-smi -r -i 0` (or reboot the "
+       "node)",
+       "",
+       "on/off",
+       ""},
+      {"NVML refuses the change",
+       {},
+       {{"fail", {{"nvmlDeviceSetMigMode", "NVML_ERROR_NO_PERMISSION"}}}},
+       Spec(1, 2, three),
+       LayoutState::kFailed,
+       "GPU 1 (A100-80GB): setting MIG mode on: nvmlDeviceSetMigMode(gpu 1): Insufficient "
+       "Permissions",
+       "",
+       "",
+       ""},
+      {"NVML fails after the instances are gone",
+       {{"fail", {{"nvmlDeviceSetMigMode", "NVML_ERROR_UNKNOWN"}}}},
+       {},
+       Spec(0, 2, "", false),
+       LayoutState::kFailed,
+       "GPU 0 (A100-80GB): setting MIG mode off: nvmlDeviceSetMigMode(gpu 0): Unknown Error",
+       "",
+       "on/on",
+       ""},
+      {"on as asked cancels a pending disable",
+       {{"mig_pending", false}},
+       {},
+       Spec(0, 2, "3g.40gb@0 2g.20gb@4 1g.10gb@6"),
+       LayoutState::kApplied,
+       "cancelled the pending MIG disable",
+       three,
+       "on/on",
+       three},
+      {"off as asked cancels a pending enable",
+       {},
+       {{"mig_pending", true}},
+       Spec(1, 2, "", false),
+       LayoutState::kApplied,
+       "MIG is off; cancelled the pending enable",
+       "",
+       "off/off",
+       ""},
+  };
+  for (const ModeCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    FakeNode fake(ModeNode(c.gpu0, c.gpu1));
+    auto nvml = Open();
+    ASSERT_TRUE(nvml);
+    const std::string dir = TempPath("state");
+    MigApplyOptions opts;
+    opts.state_dir = dir;
+    GpuLayoutStatus st = ApplyGpuLayout(*nvml, c.spec, opts);
+    EXPECT_EQ(LayoutStateName(st.state), std::string(LayoutStateName(c.state))) << st.message;
+    EXPECT_EQ(st.observed_revision, 2);
+    EXPECT_EQ(st.message, c.message);
+    EXPECT_EQ(st.layout, c.layout);
+    EXPECT_EQ(Mode(fake, c.spec.index), c.mode);
+    EXPECT_EQ(fake.Instances(c.spec.index), c.instances);
+    EXPECT_FALSE(ReadMigJournal(dir, c.spec.index).ok()) << "the outcome is final";
+  }
+}
+
+TEST(MigApply, PendingResetIsReportedAgainWithoutChanges) {
+  FakeNode fake(ModeNode({}, {{"mig_mode_change", "pending_reset"}}));
+  auto nvml = Open();
+  ASSERT_TRUE(nvml);
+  GpuLayoutStatus first = ApplyGpuLayout(*nvml, Spec(1, 2, "7g.80gb@0"));
+  EXPECT_EQ(first.state, LayoutState::kFailed);
+  const std::string after_first = fake.State().dump();
+  EXPECT_EQ(Mode(fake, 1), "off/on");
+  EXPECT_EQ(Mode(fake, 0), "on/on") << "the other GPU is untouched";
+  EXPECT_EQ(fake.Instances(0), "3g.40gb@0 2g.20gb@4 1g.10gb@6");
+
+  GpuLayoutStatus again = ApplyGpuLayout(*nvml, Spec(1, 3, "7g.80gb@0"));
+  EXPECT_EQ(again.state, LayoutState::kFailed);
+  EXPECT_EQ(again.message,
+            "GPU 1 (A100-80GB): PendingReset: MIG mode on is set but takes effect only after a "
+            "GPU reset; with the GPU idle run `nvidia-smi -r -i 1` (or reboot the node)");
+  EXPECT_EQ(fake.State().dump(), after_first);
+  const Json js = GpuLayoutStatusJson(again);
+  EXPECT_EQ(js["state"], "Failed") << "a state the scheduler reverts on";
+}
+
+struct KillCase {
+  const char* name;
+  GpuLayoutSpec spec;
+  std::string kill_after;
+  std::string layout_killed;  // FakeNode::Instances() after the kill
+  std::string resumed;        // message of the restarted run
+  std::string mode, instances;
+};
+
+TEST(MigApply, InterruptedMigModeChangeConverges) {
+  const std::vector<KillCase> cases = {
+      {"enable, killed before the layout", Spec(1, 8, "7g.80gb@0"), "set MIG mode on", "",
+       "resumed revision 8 interrupted after: set MIG mode on; created 7g.80gb@0", "on/on",
+       "7g.80gb@0"},
+      {"enable, killed between instances", Spec(1, 8, "4g.40gb@0 3g.40gb@4"),
+       "create compute instance of 4g.40gb@0", "4g.40gb@0",
+       "resumed revision 8 interrupted after: create compute instance of 4g.40gb@0; created "
+       "3g.40gb@4",
+       "on/on", "4g.40gb@0 3g.40gb@4"},
+      {"disable, killed between the destroys", Spec(0, 8, "", false),
+       "destroy GPU instance 2g.20gb@4", "1g.10gb@6",
+       "resumed revision 8 interrupted after: destroy GPU instance 2g.20gb@4; destroyed "
+       "1g.10gb@6; MIG mode off",
+       "off/off", ""},
+      {"disable, killed after the mode change", Spec(0, 8, "", false), "set MIG mode off", "",
+       "resumed revision 8 interrupted after: set MIG mode off; MIG is off", "off/off", ""},
+  };
+  for (const KillCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    FakeNode fake(ModeNode({}, {}));
+    const std::string dir = TempPath("state");
+    {
+      auto nvml = Open();
+      ASSERT_TRUE(nvml);
+      MigApplyOptions opts;
+      opts.state_dir = dir;
+      opts.after_step = [&](const std::string& step) {
+        return step == c.kill_after ? Internal("agent killed") : Status::Ok();
+      };
+      GpuLayoutStatus st = ApplyGpuLayout(*nvml, c.spec, opts);
+      EXPECT_EQ(st.state, LayoutState::kApplying) << st.message;
+    }
+    EXPECT_EQ(fake.Instances(c.spec.index), c.layout_killed);
+    auto journal = ReadMigJournal(dir, c.spec.index);
+    ASSERT_TRUE(journal.ok());
+    EXPECT_EQ(journal->step, c.kill_after);
+
+    auto nvml = Open();  // a restarted agent: the fake reloads its state file
+    ASSERT_TRUE(nvml);
+    MigApplyOptions opts;
+    opts.state_dir = dir;
+    GpuLayoutStatus st = ApplyGpuLayout(*nvml, c.spec, opts);
+    EXPECT_EQ(st.state, LayoutState::kApplied) << st.message;
+    EXPECT_EQ(st.message, c.resumed);
+    EXPECT_EQ(Mode(fake, c.spec.index), c.mode);
+    EXPECT_EQ(fake.Instances(c.spec.index), c.instances);
+    EXPECT_FALSE(ReadMigJournal(dir, c.spec.index).ok());
+  }
 }
 
 TEST(MigApplyObject, AppliesNewRevisionsAndKeepsTheRest) {
