@@ -140,8 +140,9 @@ TEST(ClosedLoop, UnknownModelIsAnError) {
 }
 
 TEST(ClosedLoop, GeneratedCaseRecoversEveryOomWithOneRetry) {
-  // Seeds whose following day holds an out-of-memory kill in this small case.
-  for (uint64_t seed : {2u, 4u, 7u}) {
+  // Some of these seeds hold an out-of-memory kill on the following day in this small case.
+  size_t ooms = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
     auto gen = GenerateHistory(Small(seed));
     ASSERT_TRUE(gen.ok());
     AdvisorConfig cfg;
@@ -156,10 +157,11 @@ TEST(ClosedLoop, GeneratedCaseRecoversEveryOomWithOneRetry) {
     cfg.oom_reserve_gpus = 1;  // room for re-admissions
     auto loop = SimulateClosedLoop(LoopGpus(*rep, 0.5), LoopWorkloads(*rep, gen->eval), cfg);
     ASSERT_TRUE(loop.ok());
-    EXPECT_FALSE(loop->oom.empty());
-    EXPECT_LE(loop->max_retries_per_oom, 1);
+    ooms += loop->oom.size();
+    EXPECT_LE(loop->max_retries_per_oom, 1) << "seed " << seed;
     for (const OomEvent& e : loop->oom) EXPECT_TRUE(e.recovered) << e.key;
   }
+  EXPECT_GT(ooms, 0u);
 }
 
 }  // namespace
