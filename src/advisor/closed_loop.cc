@@ -50,12 +50,19 @@ class Pack {
     for (const GpuState& g : gpus_) idle += g.model == s.model && g.mode == Mode::kIdle;
     // The preferred GPU, then GPUs already shared, then idle ones: a slice opens an idle GPU only
     // when no shared GPU has room, which keeps idle GPUs whole for whole-GPU requests.
+    // Among shared GPUs the fullest comes first (best fit), which leaves the larger gaps for
+    // the larger slices that follow.
     std::vector<size_t> order;
     if (prefer) order.push_back(*prefer);
-    for (int pass = 0; pass < 2; ++pass)
+    for (int pass = 0; pass < 2; ++pass) {
+      const size_t from = order.size();
       for (size_t i = 0; i < gpus_.size(); ++i)
         if ((!prefer || i != *prefer) && (gpus_[i].mode == Mode::kIdle) == (pass == 1))
           order.push_back(i);
+      if (pass == 0)
+        std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(from), order.end(),
+                         [&](size_t a, size_t b) { return Load(gpus_[a]) > Load(gpus_[b]); });
+    }
     Held h;
     h.slice = s;
     if (s.type == SliceType::kWhole) {
@@ -116,6 +123,11 @@ class Pack {
       }
     }
     return std::nullopt;
+  }
+
+  // The share of a shared GPU in use: MPS threads or declared memory, whichever is larger.
+  static double Load(const GpuState& g) {
+    return std::max(g.threads / 100.0, static_cast<double>(g.used_mib) / g.memory);
   }
 
   void Release(const Held& h) {
@@ -215,14 +227,16 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
   Pack pack(gpus, cfg);
   std::vector<std::optional<Held>> held(workloads.size());
   for (size_t i = 0; i < workloads.size(); ++i) {
+    // On the same GPUs a workload is sized on its own model first: a cheaper model is where new
+    // capacity should be bought, and taking it here crowds out that model's own workloads.
     const Slice grant = GrantFor(workloads[i], cfg);
-    held[i] = pack.Place(grant, std::nullopt, cfg.oom_reserve_gpus);
-    if (!held[i] && grant.model != workloads[i].model) {
+    if (grant.model != workloads[i].model) {
       const double limit =
           static_cast<double>(std::max(workloads[i].advice.memory_limit_mib, cfg.auto_floor_mib));
       held[i] = pack.Place(Resized(workloads[i], workloads[i].model, limit, cfg), std::nullopt,
                            cfg.oom_reserve_gpus);
     }
+    if (!held[i]) held[i] = pack.Place(grant, std::nullopt, cfg.oom_reserve_gpus);
     if (held[i]) ++r.fit_auto;
   }
   r.auto_fit_ratio = r.fit_original > 0 ? static_cast<double>(r.fit_auto) / r.fit_original : 0;

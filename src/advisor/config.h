@@ -40,9 +40,10 @@ struct AdvisorConfig {
   // Level switching: a period whose baseline peak lies within level_tolerance (relative) of no
   // other period's is a level seen once. The share of such periods estimates (Good-Turing) the
   // chance that the next period brings a level never seen; above max_new_level_probability the
-  // history cannot bound the peak and the request stays.
+  // history cannot bound the peak and the request stays. 1 = never (the closed loop's
+  // out-of-memory recovery handles a new level instead).
   double level_tolerance = 0.05;
-  double max_new_level_probability = 0.10;
+  double max_new_level_probability = 1.0;
   // Compute: the envelope of each bucket's compute_quantile, plus compute_headroom (fraction of
   // the GPU, additive).
   double compute_quantile = 0.95;

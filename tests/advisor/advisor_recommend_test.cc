@@ -140,16 +140,29 @@ TEST(Advise, SpikeOnTheHighestBaselineIsCovered) {
 }
 
 TEST(Advise, LevelSwitchingKeepsTheRequest) {
-  // Each day loads one model: 8, 20, 8, 30, 8 GiB. Two days sit at a level seen once, so the
-  // next day is not bounded by the history.
+  // Each day loads one model: 8, 20, 8, 30, 8 GiB. Two days sit at a level seen once (40 %), so
+  // the next day is not bounded by the history. Off by default.
   const std::vector<double> levels = {8192, 20480, 8192, 30720, 8192};
+  EXPECT_FALSE(Only(Advise(
+                        [&] {
+                          UsageHistory h;
+                          h.workloads.push_back(
+                              Workload("nb", "A100-80GB", Whole(1), 5 * kDay, [&](int64_t t) {
+                                return std::make_pair(levels[static_cast<size_t>(t / kDay)], 0.3);
+                              }));
+                          return h;
+                        }(),
+                        AdvisorConfig{}, DefaultPriceTable()))
+                   .keep);
+  AdvisorConfig cfg;
+  cfg.max_new_level_probability = 0.10;
   for (bool switching : {true, false}) {
     UsageHistory h;
     h.workloads.push_back(Workload("nb", "A100-80GB", Whole(1), 5 * kDay, [&](int64_t t) {
       const double level = switching ? levels[static_cast<size_t>(t / kDay)] : 8192.0;
       return std::make_pair(level, 0.3);
     }));
-    const Recommendation& r = Only(Advise(h, AdvisorConfig{}, DefaultPriceTable()));
+    const Recommendation& r = Only(Advise(h, cfg, DefaultPriceTable()));
     EXPECT_EQ(r.keep, switching);
     EXPECT_EQ(r.reason.find("switch between levels") != std::string::npos, switching) << r.reason;
   }
