@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "cluster/gpu_catalog.h"
 #include "cluster/mig_geometry.h"
@@ -216,6 +217,7 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
       return InvalidArgument("closed loop: workload " + w.key + " has unknown GPU model '" +
                              w.model + "'");
   }
+  const std::set<std::string> models(gpus.begin(), gpus.end());
   LoopResult r;
   r.gpus = static_cast<int>(gpus.size());
   r.workloads = static_cast<int>(workloads.size());
@@ -261,13 +263,30 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
       held[i].reset();
       // The largest size with room: the request, halving down to killed_at * oom_growth.
       const double floor_mib = std::min(per_gpu_cap, killed_at * cfg.oom_growth);
+      std::vector<double> mems;  // below the request, largest first
+      for (double m = per_gpu_cap / 2; m > floor_mib; m /= 2) mems.push_back(m);
+      if (floor_mib < per_gpu_cap) mems.push_back(floor_mib);
       std::vector<Slice> sizes = {req};
-      for (double m = per_gpu_cap / 2; m > floor_mib; m /= 2)
-        sizes.push_back(Resized(w, w.model, m, cfg));
-      if (floor_mib < per_gpu_cap) sizes.push_back(Resized(w, w.model, floor_mib, cfg));
+      for (double m : mems) sizes.push_back(Resized(w, w.model, m, cfg));
       for (const Slice& size : sizes) {
         held[i] = pack.Place(size, own);
         if (held[i]) break;
+      }
+      // No room on its own model: the same sizes on another model of the set, where the
+      // recommender would also have placed it (compute within other_model_max_compute).
+      for (const std::string& m : models) {
+        if (held[i] || req.whole_gpus > 1) break;
+        if (m == w.model) continue;
+        const double rel_from = cat.Get(*cat.Find(w.model)).relative_compute;
+        const double rel_to = cat.Get(*cat.Find(m)).relative_compute;
+        if (ComputeOf(w, cfg) * rel_from / rel_to > cfg.other_model_max_compute) continue;
+        std::vector<double> other = {per_gpu_cap};
+        other.insert(other.end(), mems.begin(), mems.end());
+        for (double mem : other) {
+          const Slice size = Resized(w, m, mem, cfg);
+          if (size.model == m) held[i] = pack.Place(size);
+          if (held[i]) break;
+        }
       }
       if (!held[i]) break;  // no room even for the grown grant: it waits
       const Slice& now = held[i]->slice;
