@@ -65,6 +65,14 @@ int main(int argc, char** argv) {
   app.add_option("--loop-gpus", loop_fraction,
                  "Closed loop: GPUs per model as a fraction of what the original requests take")
       ->default_val(0.5);
+  double growth_share = 1, growth_rate = 1, spike_rate = 1;
+  app.add_option("--growth-share", growth_share,
+                 "Generator: scale of the share of growing workloads")
+      ->default_val(1);
+  app.add_option("--growth-rate", growth_rate, "Generator: scale of the growth per day")
+      ->default_val(1);
+  app.add_option("--spike-rate", spike_rate, "Generator: scale of the memory spike rate")
+      ->default_val(1);
   bool prefer_mig = false;
   int64_t reserve = 0;
   app.add_option("--reserve", reserve,
@@ -106,6 +114,9 @@ int main(int argc, char** argv) {
     gc.days = static_cast<int>(days);
     gc.step_s = step;
     gc.seed = s;
+    gc.growth_share_scale = growth_share;
+    gc.growth_rate_scale = growth_rate;
+    gc.spike_rate_scale = spike_rate;
     auto gen = GenerateHistory(gc);
     if (!gen.ok()) {
       std::fprintf(stderr, "tessera-bench-advisor: %s\n", gen.status().message().c_str());
@@ -128,7 +139,20 @@ int main(int argc, char** argv) {
                 ev.median_overprovision_all_pct, rep->gpus_freed, rep->savings_per_hour,
                 loop->fit_original, loop->fit_auto, loop->auto_fit_ratio, loop->oom.size(),
                 loop->max_retries_per_oom);
-    for (const std::string& u : ev.uncovered) std::printf("         uncovered %s\n", u.c_str());
+    for (const std::string& u : ev.uncovered) {
+      // The archetype and the prediction behind each miss, to tell growth, spikes and new levels
+      // apart.
+      const std::string key = u.substr(0, u.find(':'));
+      std::string why;
+      for (size_t k = 0; k < gen->history.workloads.size(); ++k)
+        if (gen->history.workloads[k].Key() == key) why = gen->archetype[k];
+      for (const Recommendation& r : rep->items)
+        if (r.key == key)
+          why += ", seen peak " + FormatDecimal(r.memory_mib.peak, 0) + " MiB, predicted " +
+                 FormatDecimal(r.predicted_memory_mib, 0) + " MiB, trend " +
+                 FormatDecimal(r.memory_trend_per_period, 0) + " MiB/period";
+      std::printf("         uncovered %s (%s)\n", u.c_str(), why.c_str());
+    }
     worst_cover = std::min(worst_cover, ev.covered_pct);
     worst_over = std::max(worst_over, ev.median_overprovision_pct);
     worst_ratio = std::min(worst_ratio, loop->auto_fit_ratio);
@@ -174,6 +198,9 @@ int main(int argc, char** argv) {
                         {"loop_gpu_fraction", loop_fraction},
                         {"prefer_mig", prefer_mig},
                         {"oom_reserve_gpus", reserve},
+                        {"growth_share_scale", growth_share},
+                        {"growth_rate_scale", growth_rate},
+                        {"spike_rate_scale", spike_rate},
                         {"per_seed", per_seed}};
   std::ofstream f(json_path, std::ios::trunc);
   f << out.dump(2) << "\n";

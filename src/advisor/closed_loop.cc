@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include "cluster/gpu_catalog.h"
 #include "cluster/mig_geometry.h"
@@ -50,12 +51,19 @@ class Pack {
     for (const GpuState& g : gpus_) idle += g.model == s.model && g.mode == Mode::kIdle;
     // The preferred GPU, then GPUs already shared, then idle ones: a slice opens an idle GPU only
     // when no shared GPU has room, which keeps idle GPUs whole for whole-GPU requests.
+    // Among shared GPUs the fullest comes first (best fit), which leaves the larger gaps for
+    // the larger slices that follow.
     std::vector<size_t> order;
     if (prefer) order.push_back(*prefer);
-    for (int pass = 0; pass < 2; ++pass)
+    for (int pass = 0; pass < 2; ++pass) {
+      const size_t from = order.size();
       for (size_t i = 0; i < gpus_.size(); ++i)
         if ((!prefer || i != *prefer) && (gpus_[i].mode == Mode::kIdle) == (pass == 1))
           order.push_back(i);
+      if (pass == 0)
+        std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(from), order.end(),
+                         [&](size_t a, size_t b) { return Load(gpus_[a]) > Load(gpus_[b]); });
+    }
     Held h;
     h.slice = s;
     if (s.type == SliceType::kWhole) {
@@ -116,6 +124,11 @@ class Pack {
       }
     }
     return std::nullopt;
+  }
+
+  // The share of a shared GPU in use: MPS threads or declared memory, whichever is larger.
+  static double Load(const GpuState& g) {
+    return std::max(g.threads / 100.0, static_cast<double>(g.used_mib) / g.memory);
   }
 
   void Release(const Held& h) {
@@ -204,6 +217,7 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
       return InvalidArgument("closed loop: workload " + w.key + " has unknown GPU model '" +
                              w.model + "'");
   }
+  const std::set<std::string> models(gpus.begin(), gpus.end());
   LoopResult r;
   r.gpus = static_cast<int>(gpus.size());
   r.workloads = static_cast<int>(workloads.size());
@@ -215,14 +229,16 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
   Pack pack(gpus, cfg);
   std::vector<std::optional<Held>> held(workloads.size());
   for (size_t i = 0; i < workloads.size(); ++i) {
+    // On the same GPUs a workload is sized on its own model first: a cheaper model is where new
+    // capacity should be bought, and taking it here crowds out that model's own workloads.
     const Slice grant = GrantFor(workloads[i], cfg);
-    held[i] = pack.Place(grant, std::nullopt, cfg.oom_reserve_gpus);
-    if (!held[i] && grant.model != workloads[i].model) {
+    if (grant.model != workloads[i].model) {
       const double limit =
           static_cast<double>(std::max(workloads[i].advice.memory_limit_mib, cfg.auto_floor_mib));
       held[i] = pack.Place(Resized(workloads[i], workloads[i].model, limit, cfg), std::nullopt,
                            cfg.oom_reserve_gpus);
     }
+    if (!held[i]) held[i] = pack.Place(grant, std::nullopt, cfg.oom_reserve_gpus);
     if (held[i]) ++r.fit_auto;
   }
   r.auto_fit_ratio = r.fit_original > 0 ? static_cast<double>(r.fit_auto) / r.fit_original : 0;
@@ -247,13 +263,30 @@ Result<LoopResult> SimulateClosedLoop(const std::vector<std::string>& gpus,
       held[i].reset();
       // The largest size with room: the request, halving down to killed_at * oom_growth.
       const double floor_mib = std::min(per_gpu_cap, killed_at * cfg.oom_growth);
+      std::vector<double> mems;  // below the request, largest first
+      for (double m = per_gpu_cap / 2; m > floor_mib; m /= 2) mems.push_back(m);
+      if (floor_mib < per_gpu_cap) mems.push_back(floor_mib);
       std::vector<Slice> sizes = {req};
-      for (double m = per_gpu_cap / 2; m > floor_mib; m /= 2)
-        sizes.push_back(Resized(w, w.model, m, cfg));
-      if (floor_mib < per_gpu_cap) sizes.push_back(Resized(w, w.model, floor_mib, cfg));
+      for (double m : mems) sizes.push_back(Resized(w, w.model, m, cfg));
       for (const Slice& size : sizes) {
         held[i] = pack.Place(size, own);
         if (held[i]) break;
+      }
+      // No room on its own model: the same sizes on another model of the set, where the
+      // recommender would also have placed it (compute within other_model_max_compute).
+      for (const std::string& m : models) {
+        if (held[i] || req.whole_gpus > 1) break;
+        if (m == w.model) continue;
+        const double rel_from = cat.Get(*cat.Find(w.model)).relative_compute;
+        const double rel_to = cat.Get(*cat.Find(m)).relative_compute;
+        if (ComputeOf(w, cfg) * rel_from / rel_to > cfg.other_model_max_compute) continue;
+        std::vector<double> other = {per_gpu_cap};
+        other.insert(other.end(), mems.begin(), mems.end());
+        for (double mem : other) {
+          const Slice size = Resized(w, m, mem, cfg);
+          if (size.model == m) held[i] = pack.Place(size);
+          if (held[i]) break;
+        }
       }
       if (!held[i]) break;  // no room even for the grown grant: it waits
       const Slice& now = held[i]->slice;

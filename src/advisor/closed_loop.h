@@ -3,19 +3,22 @@
 // Workloads annotated `tessera.io/rightsize: auto` are granted their latest recommendation at
 // admission, at least AdvisorConfig::auto_floor_mib of memory and never more than the owner
 // requested; the others (and "keep" recommendations) are granted their request. Admission packs
-// workloads in the given order, each on the first GPU with room, GPUs already shared before idle
-// ones, skipping a workload that does not fit: MIG instances at legal
-// placements of the model's geometry (CheckMigAdd), MPS shares (thread % and memory limits
-// summing to at most the GPU's), time-slice replicas (declared memory summing to at most the
-// GPU's), whole GPUs. A GPU holds one kind of slice at a time.
+// workloads in the given order, each on a GPU with room: GPUs already shared (the fullest first)
+// before idle ones; a grant on another model is tried on the workload's own model first. A
+// workload that does not fit is skipped. Slices: MIG instances at legal placements of the
+// model's geometry (CheckMigAdd), MPS shares (thread % and memory limits summing to at most the
+// GPU's), time-slice replicas (declared memory summing to at most the GPU's), whole GPUs. A GPU
+// holds one kind of slice at a time.
 //
 // Then each placed auto workload meets its true peak of the evaluation period: a peak above the
 // granted memory is an out-of-memory kill. The workload is re-admitted at the largest size that
 // has room (first on the GPU it had), trying its owner's request, then halving down to
-// oom_growth times the grant that was killed; that size is its new request for the back-off
-// (oom_backoff_periods, doubling per further kill) while the history learns the new peak. A
-// re-admission that is killed again is one more retry. An OOM is unrecovered when even the
-// smallest grown size finds no room (the workload waits) or the request is below the need.
+// oom_growth times the grant that was killed, then the same sizes on the set's other models
+// (single-GPU workloads, compute within other_model_max_compute); that size is its new request
+// for the back-off (oom_backoff_periods, doubling per further kill) while the history learns the
+// new peak. A re-admission that is killed again is one more retry. An OOM is unrecovered when
+// even the smallest grown size finds no room (the workload waits) or the request is below the
+// need.
 // Pure, deterministic.
 #pragma once
 

@@ -31,6 +31,9 @@ Status ValidateConfig(const AdvisorConfig& c) {
   TESSERA_RETURN_IF_ERROR(
       Range("memory_headroom_min_mib", static_cast<double>(c.memory_headroom_min_mib), 0, 65536));
   TESSERA_RETURN_IF_ERROR(Range("memory_spread_weight", c.memory_spread_weight, 0, 4));
+  TESSERA_RETURN_IF_ERROR(Range("spike_window_s", static_cast<double>(c.spike_window_s), 0, 86400));
+  TESSERA_RETURN_IF_ERROR(Range("level_tolerance", c.level_tolerance, 0, 1));
+  TESSERA_RETURN_IF_ERROR(Range("max_new_level_probability", c.max_new_level_probability, 0, 1));
   TESSERA_RETURN_IF_ERROR(Range("compute_quantile", c.compute_quantile, 0.5, 1));
   TESSERA_RETURN_IF_ERROR(Range("compute_headroom", c.compute_headroom, 0, 1));
   TESSERA_RETURN_IF_ERROR(Range("idle_sm_active", c.idle_sm_active, 0, 0.5));

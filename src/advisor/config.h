@@ -33,6 +33,17 @@ struct AdvisorConfig {
   double memory_headroom = 0.05;
   int64_t memory_headroom_min_mib = 256;
   double memory_spread_weight = 0.5;
+  // Spikes: a sample's baseline is the median of its pod's samples within +- spike_window_s / 2.
+  // The excursion above it is a spike; the prediction also covers the largest spike of the window
+  // landing on the highest projected baseline (spikes are short and independent of load).
+  int64_t spike_window_s = 3600;
+  // Level switching: a period whose baseline peak lies within level_tolerance (relative) of no
+  // other period's is a level seen once. The share of such periods estimates (Good-Turing) the
+  // chance that the next period brings a level never seen; above max_new_level_probability the
+  // history cannot bound the peak and the request stays. 1 = never (the closed loop's
+  // out-of-memory recovery handles a new level instead).
+  double level_tolerance = 0.05;
+  double max_new_level_probability = 1.0;
   // Compute: the envelope of each bucket's compute_quantile, plus compute_headroom (fraction of
   // the GPU, additive).
   double compute_quantile = 0.95;

@@ -70,6 +70,8 @@ Status ValidateGeneratorConfig(const GeneratorConfig& c) {
     return InvalidArgument("generator: step " + std::to_string(c.step_s) +
                            " s must be in 10..86400 and divide a day");
   if (c.start_s < 0) return InvalidArgument("generator: negative start time");
+  for (double v : {c.growth_share_scale, c.growth_rate_scale, c.spike_rate_scale})
+    if (!(v >= 0 && v <= 100)) return InvalidArgument("generator: a scale outside 0..100");
   return Status::Ok();
 }
 
@@ -103,7 +105,10 @@ Result<GeneratedHistory> GenerateHistory(const GeneratorConfig& c) {
       d.cap_mib = mem * 0.97;
       const double base = mem * g.U(0.05, 0.45);
       const double dyn = base * g.U(0.10, 0.40);
-      const double growth = g.Chance(0.25) ? g.U(0.01, 0.03) : 0.0;
+      const double growth = g.Chance(std::min(1.0, 0.25 * c.growth_share_scale))
+                                ? g.U(0.01, 0.03) * c.growth_rate_scale
+                                : 0.0;
+      const double spike_p = 0.003 * c.spike_rate_scale;
       const double spike_max = g.U(0.08, 0.20);
       const double peak_sm = g.U(0.15, 0.70);
       const double shift = g.U(-3, 3);
@@ -116,11 +121,11 @@ Result<GeneratedHistory> GenerateHistory(const GeneratorConfig& c) {
         s.gpu = "gpu-" + id + "-" + std::to_string(r);
         s.device = device;
         s.running = [](int64_t) { return true; };
-        s.fn = [&g, base, dyn, growth, spike_max, peak_sm, shift](int64_t t, int) {
+        s.fn = [&g, base, dyn, growth, spike_max, spike_p, peak_sm, shift](int64_t t, int) {
           const double day_f = static_cast<double>(t) / kDay;
           const double load = std::clamp(Diurnal(t % kDay, shift) + g.Noise(0.08), 0.0, 1.0);
           double m = base * (1 + growth * day_f) + dyn * load * (1 + g.Noise(0.05));
-          if (g.Chance(0.003)) m += base * g.U(0.03, spike_max);
+          if (g.Chance(spike_p)) m += base * g.U(0.03, spike_max);
           const double sm = std::clamp(peak_sm * load * (1 + g.Noise(0.1)), 0.0, 1.0);
           return std::make_pair(m, sm);
         };
@@ -206,7 +211,9 @@ Result<GeneratedHistory> GenerateHistory(const GeneratorConfig& c) {
       const int64_t start_h = static_cast<int64_t>(rng.Uniform(20));
       const int64_t dur = 3600 + static_cast<int64_t>(rng.Uniform(7200));
       const double peak = mem * g.U(0.10, 0.60);
-      const double growth = g.Chance(0.3) ? g.U(0.01, 0.02) : 0.0;
+      const double growth = g.Chance(std::min(1.0, 0.3 * c.growth_share_scale))
+                                ? g.U(0.01, 0.02) * c.growth_rate_scale
+                                : 0.0;
       const double sm = g.U(0.4, 0.9);
       const bool once = g.Chance(0.1);
       const int last_day = c.days - 1;

@@ -28,10 +28,16 @@ struct GeneratorConfig {
   int64_t step_s = 300;
   uint64_t seed = 42;
   int64_t start_s = 1'700'006'400;  // a midnight (UTC)
+  // Variations (1 = the archetypes as described): the share of inference services and batch jobs
+  // that grow (capped at all of them), their growth per day, and the chance of a memory spike per
+  // inference sample. All at 1 give the default histories.
+  double growth_share_scale = 1.0;
+  double growth_rate_scale = 1.0;
+  double spike_rate_scale = 1.0;
 };
 
 // InvalidArgument for workloads outside 1..100000, days outside 1..366, step outside
-// 10..86400 s or not dividing a day.
+// 10..86400 s or not dividing a day, a scale outside 0..100.
 Status ValidateGeneratorConfig(const GeneratorConfig& c);
 
 struct GeneratedHistory {

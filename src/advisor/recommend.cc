@@ -122,6 +122,37 @@ Envelope Project(const std::vector<double>& x, const std::vector<double>& y, dou
   return e;
 }
 
+// Per sample of `samples` (time-ordered): the median memory of the samples within +- half_s.
+std::vector<double> Baseline(const std::vector<UsageSample>& samples, int64_t half_s) {
+  std::vector<double> out(samples.size());
+  size_t lo = 0, hi = 0;
+  std::vector<double> win;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    while (samples[lo].t_s < samples[i].t_s - half_s) ++lo;
+    while (hi < samples.size() && samples[hi].t_s <= samples[i].t_s + half_s) ++hi;
+    win.clear();
+    for (size_t j = lo; j < hi; ++j) win.push_back(samples[j].memory_mib);
+    std::nth_element(win.begin(), win.begin() + static_cast<std::ptrdiff_t>(win.size() / 2),
+                     win.end());
+    out[i] = win[win.size() / 2];
+  }
+  return out;
+}
+
+// Good-Turing estimate of an unseen level: the share of values within `tol` (relative) of no
+// other value.
+double NewLevelProbability(const std::vector<double>& v, double tol) {
+  if (v.size() < 2) return 1.0;
+  int singles = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    bool matched = false;
+    for (size_t j = 0; j < v.size() && !matched; ++j)
+      matched = j != i && std::abs(v[i] - v[j]) <= tol * std::max(v[i], v[j]);
+    singles += !matched;
+  }
+  return static_cast<double>(singles) / static_cast<double>(v.size());
+}
+
 UsageStats Stats(std::vector<double> v) {
   UsageStats s;
   if (v.empty()) return s;
@@ -226,10 +257,17 @@ Recommendation AdviseOne(const WorkloadUsage& w, int64_t lo, int64_t hi,
   int64_t first = INT64_MAX, last = INT64_MIN;
   // Buckets: index 0 is the last full period before hi.
   std::map<int64_t, std::pair<double, std::vector<double>>> buckets;
+  std::map<int64_t, double> base_peak;                     // bucket -> largest baseline
+  double spike = 0;                                        // largest excursion above the baseline
   std::map<std::string, std::set<std::string>> busy_gpus;  // pod -> GPUs with non-idle use
   for (const PodSeries& p : w.pods) {
-    for (const UsageSample& s : p.samples) {
+    const std::vector<double> base = Baseline(p.samples, cfg.spike_window_s / 2);
+    for (size_t k = 0; k < p.samples.size(); ++k) {
+      const UsageSample& s = p.samples[k];
       if (s.t_s <= lo || s.t_s > hi) continue;
+      double& bp = base_peak[(hi - s.t_s) / cfg.period_s];
+      bp = std::max(bp, base[k]);
+      spike = std::max(spike, s.memory_mib - base[k]);
       pods.insert(p.pod);
       mem.push_back(s.memory_mib);
       comp.push_back(s.sm_active);
@@ -282,7 +320,15 @@ Recommendation AdviseOne(const WorkloadUsage& w, int64_t lo, int64_t hi,
     bmem.push_back(it->second.first);
     bcomp.push_back(Percentile(it->second.second, cfg.compute_quantile));
   }
-  const Envelope me = Project(bx, bmem, 1.0, cfg);
+  std::vector<double> bbase;
+  for (auto it = base_peak.rbegin(); it != base_peak.rend(); ++it) bbase.push_back(it->second);
+  // Two readings of the periods: their peaks, and their spike-free baselines. Each is projected
+  // along its own trend (growth may show in the level or only in the peaks); the prediction
+  // covers both, the baseline one with the largest spike of the window landing on it.
+  const Envelope be = Project(bx, bbase, 1.0, cfg);
+  Envelope me = Project(bx, bmem, 1.0, cfg);
+  me.prediction = std::max(me.prediction, be.prediction + spike);
+  me.slope = std::max(me.slope, be.slope);
   const Envelope ce = Project(bx, bcomp, 1.0, cfg);
   r.predicted_memory_mib = me.prediction;
   r.memory_trend_per_period = me.slope;
@@ -300,7 +346,16 @@ Recommendation AdviseOne(const WorkloadUsage& w, int64_t lo, int64_t hi,
                Gib(r.memory_mib.peak) + ": release";
     return r;
   }
-  std::vector<double> peaks = bmem;
+  const double p_new = NewLevelProbability(bbase, cfg.level_tolerance);
+  if (p_new > cfg.max_new_level_probability) {
+    r.reason = "peak " + Gib(r.memory_mib.peak) + ": the period peaks switch between levels (" +
+               Pct(p_new) + " of periods at a level seen once), the next one is not bounded by " +
+               "the history: keep the request";
+    return r;
+  }
+  // Spread of the spike-free period peaks about their trend (spikes are covered above).
+  std::vector<double> peaks;
+  for (size_t i = 0; i < bbase.size(); ++i) peaks.push_back(bbase[i] - be.slope * bx[i]);
   const double spread = Percentile(peaks, 1.0) - Percentile(peaks, 0.5);
   const double mem_need = std::max(r.predicted_memory_mib * (1.0 + cfg.memory_headroom),
                                    r.predicted_memory_mib + cfg.memory_headroom_min_mib) +

@@ -116,6 +116,26 @@ TEST(ClosedLoop, OutOfMemoryIsRecoveredWithOneRetry) {
   EXPECT_EQ(r->unrecovered, 1);
 }
 
+TEST(ClosedLoop, ReadmissionTakesAnotherModelWhenItsOwnIsFull) {
+  std::vector<LoopWorkload> ws = {SmallOnWholeA100("ok", 8000, 7000),
+                                  SmallOnWholeA100("grows", 8000, 30000)};
+  struct Case {
+    const char* other;
+    bool recovered;
+  };
+  // An idle H100 holds the grown grant (at least twice the killed 9728 MiB); a T4 is too small.
+  for (const Case& c : {Case{"H100-80GB", true}, Case{"T4", false}}) {
+    auto r = SimulateClosedLoop({"A100-80GB", c.other}, ws, AdvisorConfig{});
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->oom.size(), 1u) << c.other;
+    EXPECT_EQ(r->oom[0].recovered, c.recovered) << c.other;
+    EXPECT_EQ(r->oom[0].retries, 1) << c.other;
+    if (c.recovered) {
+      EXPECT_GE(r->oom[0].regranted_mib, 2 * 9728);
+    }
+  }
+}
+
 TEST(ClosedLoop, ReserveKeepsAnIdleGpuForReadmissions) {
   std::vector<LoopWorkload> ws;
   for (int i = 0; i < 8; ++i) ws.push_back(SmallOnWholeA100("w" + std::to_string(i), 8000, 7000));
@@ -140,8 +160,9 @@ TEST(ClosedLoop, UnknownModelIsAnError) {
 }
 
 TEST(ClosedLoop, GeneratedCaseRecoversEveryOomWithOneRetry) {
-  // Seeds whose following day holds an out-of-memory kill in this small case.
-  for (uint64_t seed : {2u, 4u, 7u}) {
+  // Some of these seeds hold an out-of-memory kill on the following day in this small case.
+  size_t ooms = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
     auto gen = GenerateHistory(Small(seed));
     ASSERT_TRUE(gen.ok());
     AdvisorConfig cfg;
@@ -156,10 +177,11 @@ TEST(ClosedLoop, GeneratedCaseRecoversEveryOomWithOneRetry) {
     cfg.oom_reserve_gpus = 1;  // room for re-admissions
     auto loop = SimulateClosedLoop(LoopGpus(*rep, 0.5), LoopWorkloads(*rep, gen->eval), cfg);
     ASSERT_TRUE(loop.ok());
-    EXPECT_FALSE(loop->oom.empty());
-    EXPECT_LE(loop->max_retries_per_oom, 1);
+    ooms += loop->oom.size();
+    EXPECT_LE(loop->max_retries_per_oom, 1) << "seed " << seed;
     for (const OomEvent& e : loop->oom) EXPECT_TRUE(e.recovered) << e.key;
   }
+  EXPECT_GT(ooms, 0u);
 }
 
 }  // namespace
