@@ -30,6 +30,7 @@ reason, and bound pods reach Running. Prints throughput and durations.
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import time
@@ -148,15 +149,35 @@ def build_pods(rng: random.Random) -> tuple[list[list[dict]], dict[str, dict]]:
 
 
 def pod_charge_milli(pod: dict, assignment: dict, model: str) -> int:
-    """GPU-equivalent thousandths the pod's assignment costs its queue."""
+    """GPU-equivalent thousandths the pod's assignment costs its queue: the slice it holds
+    (docs/OPERATIONS.md, queues): whole GPUs, a share's milli, an MPS client the larger of its
+    threads and its memory limit, a time-slice replica its declared memory, a MIG instance its
+    compute slices (of 7 on A100/H100)."""
     kind = assignment.get("kind")
+    card = k8slib.MODELS[model][1]
+
+    def share(mib: int, whole: int) -> int:
+        return min(1000, -(-1000 * mib // whole))
     if kind == "share":
         milli = int(assignment.get("gpu_milli", 0))
-    elif kind != "exclusive":
-        # MPS, time-slice and MIG slices of a share are charged by the pod's request.
-        return request_milli(pod, model)
-    else:
+    elif kind == "exclusive":
         milli = 1000 * len(assignment.get("gpus", []))
+    elif kind == "mps":
+        milli = max(10 * int(assignment.get("mps_thread_pct", 0)),
+                    share(int(assignment.get("memory_limit_mib", 0)), card))
+    elif kind == "timeslice":
+        milli = share(int(assignment.get("memory_limit_mib", 0)), card)
+    elif kind in ("mig", "mig-mps"):
+        inst = assignment.get("mig_instance", "")
+        slices = int(inst.split("g.", 1)[0]) if "g." in inst else 7
+        milli = 1000 * slices // 7
+        if kind == "mig-mps":
+            mem = int(inst.split("g.", 1)[1].split("gb", 1)[0]) * 1024 if "g." in inst else card
+            used = max(10 * int(assignment.get("mps_thread_pct", 0)),
+                       share(int(assignment.get("memory_limit_mib", 0)), mem))
+            milli = -(-milli * used // 1000)
+    else:
+        return request_milli(pod, model)
     return round(milli * EQUIVALENTS[model])
 
 
@@ -357,8 +378,19 @@ def run(checks: k8slib.Checks, api: k8slib.Client, rng: random.Random, sched: k8
     c_pending = [p for p in items if meta[p["metadata"]["name"]]["queue"] == "team-c"
                  and not p["spec"].get("nodeName")]
     c_use = use[("team-c", "h100")]
-    fits_quota = [p["metadata"]["name"] for p in c_pending
-                  if c_use + request_milli(p, "H100-80GB") <= 32000]
+    # A waiting pod would cost what its bound siblings of the same shape cost (the slice the
+    # selector gives it, rounding included), else at least its request.
+    shape_cost: dict[str, int] = {}
+    for name, a in assignments.items():
+        if meta[name]["queue"] == "team-c":
+            key = json.dumps(sc.pod_limits(by_name[name]), sort_keys=True)
+            cost = pod_charge_milli(by_name[name], a, model_of[a["node"]])
+            shape_cost[key] = max(shape_cost.get(key, 0), cost)
+
+    def would_cost(p: dict) -> int:
+        key = json.dumps(sc.pod_limits(p), sort_keys=True)
+        return shape_cost.get(key, request_milli(p, "H100-80GB"))
+    fits_quota = [p["metadata"]["name"] for p in c_pending if c_use + would_cost(p) <= 32000]
     checks("team-c's quota binds: pods wait that its quota cannot admit",
            len(c_pending) > 8 and not fits_quota,
            f"{len(c_pending)} pending, {c_use / 1000:.2f} of 32 GPU-eq used"
