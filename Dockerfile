@@ -5,27 +5,29 @@
 
 # Build: Debian 12 with the product's build dependencies from scripts/setup.sh (the rest of that
 # list serves the tests, benchmarks, format check and image tooling). Only the `tessera` target,
-# which does not serve the device plugin yet, so gRPC is not needed here.
+# with the node agent's device plugin (gRPC and protobuf from Debian).
 FROM debian:bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libcpp-httplib-dev \
-      libssl-dev libyaml-cpp-dev pkg-config \
+      libssl-dev libyaml-cpp-dev pkg-config libgrpc++-dev libprotobuf-dev protobuf-compiler \
+      protobuf-compiler-grpc \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cmake --preset release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF \
-      -DTESSERA_DEVICE_PLUGIN=OFF \
  && cmake --build --preset release --target tessera
 
 # Runtime: the packages of the shared libraries `ldd` lists for the release binary (found with
 # `dpkg -S`): libc6 (libc, libm, the loader), libgcc-s1, libstdc++6, libssl3 (libssl, libcrypto),
-# libyaml-cpp0.7, libcpp-httplib0.11, libbrotli1 and zlib1g (cpp-httplib's compression); plus CA
-# certificates. Some are in bookworm-slim already; listing them keeps the set explicit.
+# libyaml-cpp0.7, libcpp-httplib0.11, libbrotli1 and zlib1g (cpp-httplib's compression), and for
+# the device plugin libgrpc++1.51, libgrpc29, libprotobuf32, libabsl20220623, libc-ares2 and
+# libre2-9; plus CA certificates. Some are in bookworm-slim already; listing them keeps the set explicit.
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libc6 libgcc-s1 libstdc++6 libssl3 libyaml-cpp0.7 libcpp-httplib0.11 libbrotli1 zlib1g \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libc-ares2 libre2-9 \
       ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 tessera \

@@ -117,7 +117,7 @@ run_help() {
 }
 run_help
 grep -q "Usage:" "$WORK/help.out" || { cat "$WORK/help.out" >&2; fail "--help printed no usage"; }
-for cmd in scheduler extender sim generate; do
+for cmd in scheduler extender agent webhook sim generate; do
   grep -qw "$cmd" "$WORK/help.out" || fail "--help does not list $cmd"
 done
 echo "image $REF: user $USER_SPEC, entrypoint $ENTRYPOINT, $N layer(s): ok"
