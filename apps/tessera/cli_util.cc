@@ -114,9 +114,12 @@ Result<std::vector<uint64_t>> ParseSeedList(const std::string& flag, const std::
   return out;
 }
 
-Result<std::vector<std::string>> ParseNameList(const std::string& flag, const std::string& text,
-                                               const std::vector<std::string>& known) {
-  const std::string valid = "; valid names: " + JoinNames(known);
+namespace {
+
+// `known` empty: any name.
+Result<std::vector<std::string>> SplitNames(const std::string& flag, const std::string& text,
+                                            const std::vector<std::string>* known) {
+  const std::string valid = known ? "; valid names: " + JoinNames(*known) : "";
   if (text.empty()) return InvalidArgument(flag + ": empty list" + valid);
   std::vector<std::string> out;
   size_t pos = 0;
@@ -125,13 +128,24 @@ Result<std::vector<std::string>> ParseNameList(const std::string& flag, const st
     std::string name = text.substr(pos, comma - pos);
     pos = comma + 1;
     if (name.empty()) return InvalidArgument(flag + ": empty name in " + QuotedValue(text) + valid);
-    if (std::find(known.begin(), known.end(), name) == known.end())
+    if (known && std::find(known->begin(), known->end(), name) == known->end())
       return InvalidArgument(flag + ": unknown name " + QuotedValue(name) + valid);
     if (std::find(out.begin(), out.end(), name) != out.end())
       return InvalidArgument(flag + ": " + QuotedValue(name) + " given twice");
     out.push_back(std::move(name));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ParseNameList(const std::string& flag, const std::string& text,
+                                               const std::vector<std::string>& known) {
+  return SplitNames(flag, text, &known);
+}
+
+Result<std::vector<std::string>> ParseNameList(const std::string& flag, const std::string& text) {
+  return SplitNames(flag, text, nullptr);
 }
 
 std::string JoinNames(const std::vector<std::string>& names) {

@@ -45,6 +45,10 @@ Result<std::vector<uint64_t>> ParseSeedList(const std::string& flag, const std::
 Result<std::vector<std::string>> ParseNameList(const std::string& flag, const std::string& text,
                                                const std::vector<std::string>& known);
 
+// Comma-separated free-form names (e.g. certificate names), in the order given. InvalidArgument
+// naming the flag for an empty item or a name given twice.
+Result<std::vector<std::string>> ParseNameList(const std::string& flag, const std::string& text);
+
 // "a, b, c": names for help texts and messages.
 std::string JoinNames(const std::vector<std::string>& names);
 

@@ -49,15 +49,10 @@ Result<kube::WebhookServerOptions> Options(const WebhookArgs& a) {
   o.tls.cert_file = a.tls_cert;
   o.tls.key_file = a.tls_key;
   o.tls.client_ca_file = a.client_ca;
-  for (size_t start = 0; !a.allowed_names.empty();) {
-    const size_t comma = a.allowed_names.find(',', start);
-    const std::string n = a.allowed_names.substr(
-        start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (n.empty())
-      return InvalidArgument("--allowed-client-names: empty name in \"" + a.allowed_names + "\"");
-    o.tls.allowed_client_names.push_back(n);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  if (!a.allowed_names.empty()) {
+    auto names = ParseNameList("--allowed-client-names", a.allowed_names);
+    if (!names.ok()) return names.status();
+    o.tls.allowed_client_names = std::move(*names);
   }
   if (o.tls.cert_file.empty() != o.tls.key_file.empty())
     return InvalidArgument("--tls-cert and --tls-key must be given together");

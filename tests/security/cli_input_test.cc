@@ -476,6 +476,44 @@ INSTANTIATE_TEST_SUITE_P(
                     "--start and --end need --prometheus"}),
     [](const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.label; });
 
+// `tessera webhook`: it refuses to start on options that would serve plain HTTP off loopback,
+// and on malformed flags, before binding anything.
+INSTANTIATE_TEST_SUITE_P(
+    Webhook, CliRefusesTest,
+    ::testing::Values(
+        RefusedCase{"NoTls",
+                    {"webhook"},
+                    "the webhook needs --tls-cert and --tls-key (the API server calls webhooks "
+                    "over HTTPS); --insecure serves plain HTTP on a loopback address only"},
+        RefusedCase{"InsecureOffLoopback",
+                    {"webhook", "--insecure", "--listen", "0.0.0.0:0"},
+                    "--insecure serves plain HTTP only on a loopback address, got 0.0.0.0"},
+        RefusedCase{"CertWithoutKey",
+                    {"webhook", "--tls-cert", "{dir}/a.crt"},
+                    "--tls-cert and --tls-key must be given together"},
+        RefusedCase{"MissingCertificate",
+                    {"webhook", "--tls-cert", "{dir}/none.crt", "--tls-key", "{dir}/none.key",
+                     "--listen", "127.0.0.1:0"},
+                    "cannot load TLS certificate {dir}/none.crt: error:80000002:system "
+                    "library::No such file or directory"},
+        RefusedCase{
+            "SchedulerName",
+            {"webhook", "--insecure", "--listen", "127.0.0.1:0", "--scheduler-name", "Bad_Name"},
+            "--scheduler-name 'Bad_Name' is not a valid DNS-1123 subdomain (at most 253 "
+            "characters of a-z, 0-9, '-' and '.', each '.'-separated part starting and "
+            "ending with a letter or digit)"},
+        RefusedCase{"PathWithoutSlash",
+                    {"webhook", "--insecure", "--listen", "127.0.0.1:0", "--path", "mutate"},
+                    "--path must start with '/', got \"mutate\""},
+        RefusedCase{"ListenWithoutPort",
+                    {"webhook", "--insecure", "--listen", "nohost"},
+                    "--listen must be ADDR:PORT, got \"nohost\""},
+        RefusedCase{
+            "EmptyClientName",
+            {"webhook", "--insecure", "--listen", "127.0.0.1:0", "--allowed-client-names", "a,,b"},
+            "--allowed-client-names: empty name in 'a,,b'"}),
+    [](const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.label; });
+
 TEST(CliAcceptsTest, CsvFilesWithUtf8Bom) {
   Scratch d;
   const Outcome o = RunTessera(
