@@ -51,6 +51,13 @@ std::string Base64(const std::string& in) {
   return out;
 }
 
+// obj[key] when it is a string, else "" (json::value throws on a member of another type).
+std::string StringAt(const Json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 struct ContainerScan {
   bool share = false;
   bool plugin = false;
@@ -98,7 +105,7 @@ Result<Json> ReviewPod(const Json& review, const WebhookConfig& config, WebhookO
   WebhookOutcome& out = outcome ? *outcome : local;
   out = {};
   if (!review.is_object()) return InvalidArgument("the AdmissionReview must be a JSON object");
-  if (review.value("kind", "") != "AdmissionReview")
+  if (StringAt(review, "kind") != "AdmissionReview")
     return InvalidArgument("kind must be \"AdmissionReview\"");
   if (!review.contains("request") || !review["request"].is_object())
     return InvalidArgument("request must be an object");
@@ -106,11 +113,12 @@ Result<Json> ReviewPod(const Json& review, const WebhookConfig& config, WebhookO
   if (!req.contains("uid") || !req["uid"].is_string() || req["uid"].get<std::string>().empty())
     return InvalidArgument("request.uid must be a non-empty string");
   Json response = {{"uid", req["uid"]}, {"allowed", true}};
-  Json reply = {{"apiVersion", review.value("apiVersion", "admission.k8s.io/v1")},
+  const std::string api_version = StringAt(review, "apiVersion");
+  Json reply = {{"apiVersion", api_version.empty() ? "admission.k8s.io/v1" : api_version},
                 {"kind", "AdmissionReview"},
                 {"response", response}};
   const Json* kind = req.contains("kind") && req["kind"].is_object() ? &req["kind"] : nullptr;
-  if (!kind || kind->value("kind", "") != "Pod" || kind->value("group", "") != "") return reply;
+  if (!kind || StringAt(*kind, "kind") != "Pod" || StringAt(*kind, "group") != "") return reply;
   if (!req.contains("object") || !req["object"].is_object())
     return InvalidArgument("request.object must be a Pod object");
   const Json& pod = req["object"];

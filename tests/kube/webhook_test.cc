@@ -181,6 +181,8 @@ TEST(WebhookTest, MalformedReviewsAreRejectedWithTheField) {
   no_uid["request"].erase("uid");
   Json bad_kind = Review(pod);
   bad_kind["kind"] = "Pod";
+  Json kind_not_string = Review(pod);
+  kind_not_string["kind"] = Json::object();
   Json no_object = Review(pod);
   no_object["request"].erase("object");
   Json bad_containers = Review(pod);
@@ -192,6 +194,7 @@ TEST(WebhookTest, MalformedReviewsAreRejectedWithTheField) {
   const std::vector<BCase> cases = {
       {"not an object", Json::array(), "JSON object"},
       {"wrong kind", bad_kind, "kind"},
+      {"kind not a string", kind_not_string, "kind"},
       {"no uid", no_uid, "request.uid"},
       {"no object", no_object, "request.object"},
       {"containers not an array", bad_containers, "spec.containers"},
