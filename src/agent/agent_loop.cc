@@ -48,6 +48,7 @@ struct AgentLoop::Impl {
   mutable std::mutex mu;  // guards what Metrics reads
   bool discovered = false;
   NodeGpuState state;
+  SmSampler sm_sampler;
   std::vector<Json> pod_objects;
   int64_t passes = 0, discovery_errors = 0, publishes = 0, applied = 0, failed = 0;
   int mps_daemons = 0;
@@ -219,6 +220,7 @@ Status AgentLoop::Pass() {
     ++im.discovery_errors;
     return Status(state.status().code(), "discovery: " + state.status().message());
   }
+  note("sm_utilization", im.sm_sampler.Sample(im.backend, *state));
   note("publish", im.Publish(*state));
   note("device_plugin", im.UpdatePlugin(*state));
   auto objects = im.pods.ListPods();

@@ -22,7 +22,10 @@
 //      pods bound to the node with kind mps (the GPU's UUID) or mig-mps (the MIG device UUID of
 //      mig_instance), with the thread percentage and memory limit of the first of them bound;
 //      Reconcile stops the others.
-//   The first error of steps 1, 3, 4 and 5 is returned after all were tried.
+//   Between 2 and 3, per-process SM utilization is sampled (SmSampler, agent/usage.h); NVML
+//   not reporting it is no error.
+//   The first error of steps 1, 3, 4 and 5 (and of the sampling) is returned after all were
+//   tried.
 // * Metrics (text exposition): tessera_agent_up 1, tessera_agent_passes_total,
 //   tessera_agent_discovery_errors_total, tessera_agent_errors_total{step},
 //   tessera_agent_mig_applies_total{result="applied"|"failed"},

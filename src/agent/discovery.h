@@ -50,6 +50,9 @@ struct GpuProcess {
   int gi_id = -1;  // -1 outside MIG
   int ci_id = -1;
   std::string mig_instance;  // "profile@start" of its GPU instance; empty outside MIG
+  // SM utilization 0..1 over the last sampling window (SmSampler, agent/usage.h); empty when
+  // not sampled or NVML does not report it. Discover leaves it empty.
+  std::optional<double> sm_util;
 };
 
 struct GpuState {

@@ -40,6 +40,7 @@ namespace {
   X(nvmlDeviceGetComputeRunningProcesses_v3, false)     \
   X(nvmlDeviceGetComputeRunningProcesses_v2, false)     \
   X(nvmlDeviceGetUtilizationRates, true)                \
+  X(nvmlDeviceGetProcessUtilization, false)             \
   X(nvmlDeviceGetTopologyCommonAncestor, true)          \
   X(nvmlDeviceGetP2PStatus, true)                       \
   X(nvmlDeviceGetNumaNodeId, false)                     \
@@ -254,6 +255,32 @@ class NvmlBackend final : public GpuBackend {
     if (r != NVML_SUCCESS) return Fail("nvmlDeviceGetUtilizationRates", Gpu(gpu), r);
     return std::optional<GpuUtilization>(
         GpuUtilization{static_cast<int>(u.gpu), static_cast<int>(u.memory)});
+  }
+
+  Result<std::optional<std::vector<ProcessSmSample>>> ProcessSmUtilization(
+      int gpu, uint64_t last_seen_us) override {
+    using Out = std::optional<std::vector<ProcessSmSample>>;
+    if (!api_.nvmlDeviceGetProcessUtilization) return Out();
+    auto d = Device(gpu);
+    if (!d.ok()) return d.status();
+    std::vector<nvmlProcessUtilizationSample_t> buf;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      unsigned int n = static_cast<unsigned int>(buf.size());
+      auto r = api_.nvmlDeviceGetProcessUtilization(*d, buf.empty() ? nullptr : buf.data(), &n,
+                                                    last_seen_us);
+      if (r == NVML_ERROR_NOT_SUPPORTED) return Out();
+      if (r == NVML_ERROR_NOT_FOUND) return Out(std::vector<ProcessSmSample>());
+      if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+        buf.resize(std::max<size_t>(n, buf.size() + 1));
+        continue;
+      }
+      if (r != NVML_SUCCESS) return Fail("nvmlDeviceGetProcessUtilization", Gpu(gpu), r);
+      std::vector<ProcessSmSample> out;
+      for (unsigned int i = 0; i < std::min<size_t>(n, buf.size()); ++i)
+        out.push_back({buf[i].pid, buf[i].timeStamp, static_cast<int>(buf[i].smUtil)});
+      return Out(std::move(out));
+    }
+    return Fail("nvmlDeviceGetProcessUtilization", Gpu(gpu), NVML_ERROR_INSUFFICIENT_SIZE);
   }
 
   Result<GpuLink> Link(int a, int b) override {

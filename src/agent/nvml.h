@@ -92,6 +92,13 @@ struct ProcessInfo {
   int ci_id = -1;
 };
 
+// One per-process sample of nvmlDeviceGetProcessUtilization.
+struct ProcessSmSample {
+  uint32_t pid = 0;
+  uint64_t timestamp_us = 0;  // CPU time of the sample
+  int sm_pct = 0;             // % of the sample period the process had kernels on the SMs
+};
+
 // How two GPUs reach each other, nearest first (nvidia-smi topo -m names in comments).
 enum class GpuLink : uint8_t {
   kSelf,        // X
@@ -134,6 +141,11 @@ class GpuBackend {
   virtual Result<std::vector<ProcessInfo>> Processes(int gpu) = 0;
   // Empty where NVML does not report it (MIG-enabled GPUs).
   virtual Result<std::optional<GpuUtilization>> Utilization(int gpu) = 0;
+  // Per-process samples newer than last_seen_us (NVML keeps a short buffer of them); an empty
+  // vector when none is newer; empty optional where NVML does not report them (the driver lacks
+  // the function, the GPU does not support it, MIG mode).
+  virtual Result<std::optional<std::vector<ProcessSmSample>>> ProcessSmUtilization(
+      int gpu, uint64_t last_seen_us) = 0;
   virtual Result<GpuLink> Link(int a, int b) = 0;
   // Empty where NVML does not report it.
   virtual Result<std::optional<int>> NumaNode(int gpu) = 0;

@@ -152,6 +152,17 @@ typedef struct nvmlComputeInstanceProfileInfo_st {
   unsigned int sharedOfaCount;
 } nvmlComputeInstanceProfileInfo_t;
 
+// One per-process utilization sample (nvmlDeviceGetProcessUtilization); the utilizations are
+// percentages of the sample period, timeStamp is the CPU time in microseconds.
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 // Layout of nvmlEventSetWait_v2.
 typedef struct nvmlEventData_st {
   nvmlDevice_t device;
@@ -236,6 +247,13 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
                                                      nvmlProcessInfo_t* infos);
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization);
+// Samples newer than lastSeenTimeStamp. With utilization NULL, *processSamplesCount is set to
+// the buffer size needed and NVML_ERROR_INSUFFICIENT_SIZE returned; NVML_ERROR_NOT_FOUND when
+// there is no newer sample; NVML_ERROR_NOT_SUPPORTED on GPUs without it (e.g. MIG enabled).
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp);
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                  nvmlGpuTopologyLevel_t* pathInfo);
 nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -96,6 +97,12 @@ void Family(std::string& out, const std::string& name, const std::string& help,
   for (const std::string& s : series) out += s;
 }
 
+std::string Ratio(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
+}
+
 }  // namespace
 
 std::optional<CgroupPod> PodFromCgroup(std::string_view cgroup_file) {
@@ -152,6 +159,35 @@ std::optional<PodRef> PodListLookup::Find(const std::string& pod_uid,
   return ref;
 }
 
+Status SmSampler::Sample(GpuBackend& backend, NodeGpuState& state) {
+  Status first = Status::Ok();
+  for (GpuState& g : state.gpus) {
+    auto it = last_seen_us_.find(g.uuid);
+    const uint64_t last = it == last_seen_us_.end() ? 0 : it->second;
+    auto samples = backend.ProcessSmUtilization(g.index, last);
+    if (!samples.ok()) {
+      if (first.ok()) first = samples.status();
+      continue;
+    }
+    if (!samples->has_value()) continue;
+    uint64_t newest = last;
+    std::map<uint32_t, std::pair<double, int>> per_pid;  // sum of %, samples
+    for (const ProcessSmSample& s : **samples) {
+      if (s.timestamp_us <= last) continue;
+      newest = std::max(newest, s.timestamp_us);
+      auto& v = per_pid[s.pid];
+      v.first += s.sm_pct;
+      ++v.second;
+    }
+    last_seen_us_[g.uuid] = newest;
+    for (GpuProcess& p : g.processes) {
+      auto v = per_pid.find(p.pid);
+      p.sm_util = v == per_pid.end() ? 0.0 : v->second.first / v->second.second / 100.0;
+    }
+  }
+  return first;
+}
+
 std::vector<ProcessUsage> CollectUsage(const NodeGpuState& state, const std::string& proc_root,
                                        const PodLookup& lookup) {
   std::vector<ProcessUsage> out;
@@ -163,6 +199,7 @@ std::vector<ProcessUsage> CollectUsage(const NodeGpuState& state, const std::str
       u.used_mib = p.used_mib;
       u.gi_id = p.gi_id;
       u.mig_instance = p.mig_instance;
+      u.sm_util = p.sm_util;
       std::ifstream in(proc_root + "/" + std::to_string(p.pid) + "/cgroup");
       if (in) {
         std::stringstream text;
@@ -188,6 +225,7 @@ std::string RenderUsageMetrics(const NodeGpuState& state, const std::vector<Proc
     auto operator<=>(const PodKey&) const = default;
   };
   std::map<PodKey, std::pair<int64_t, int64_t>> per_pod;  // MiB, processes
+  std::map<PodKey, double> sm;
   std::map<int, int64_t> unattributed;
   std::map<std::pair<int, std::string>, int64_t> mig_used;
   for (const ProcessUsage& u : usage) {
@@ -199,9 +237,11 @@ std::string RenderUsageMetrics(const NodeGpuState& state, const std::vector<Proc
     auto& v = per_pod[{u.gpu, u.mig_instance, u.gi_id, u.pod.ns, u.pod.name, u.pod.container}];
     v.first += u.used_mib;
     ++v.second;
+    if (u.sm_util)
+      sm[{u.gpu, u.mig_instance, u.gi_id, u.pod.ns, u.pod.name, u.pod.container}] += *u.sm_util;
   }
 
-  std::vector<std::string> fb, bytes, procs, loose;
+  std::vector<std::string> fb, bytes, procs, smu, loose;
   for (const GpuState& g : state.gpus) {
     const std::string idx = std::to_string(g.index);
     struct Device {
@@ -254,6 +294,9 @@ std::string RenderUsageMetrics(const NodeGpuState& state, const std::vector<Proc
       bytes.push_back(
           Series("tessera_agent_pod_gpu_memory_used_bytes", l, std::to_string(v.first * 1048576)));
       procs.push_back(Series("tessera_agent_pod_gpu_processes", l, std::to_string(v.second)));
+      if (auto s = sm.find(k); s != sm.end())
+        smu.push_back(Series("tessera_agent_pod_gpu_sm_utilization_ratio", l,
+                             Ratio(std::min(s->second, 1.0))));
     }
     auto un = unattributed.find(g.index);
     loose.push_back(Series("tessera_agent_gpu_unattributed_memory_used_bytes",
@@ -266,6 +309,9 @@ std::string RenderUsageMetrics(const NodeGpuState& state, const std::vector<Proc
          "GPU memory used by a pod's processes on one GPU or MIG instance.", bytes);
   Family(out, "tessera_agent_pod_gpu_processes",
          "GPU processes of a pod on one GPU or MIG instance.", procs);
+  Family(out, "tessera_agent_pod_gpu_sm_utilization_ratio",
+         "SM utilization (0..1) of a pod's processes on one GPU over the last sampling window.",
+         smu);
   Family(out, "tessera_agent_gpu_unattributed_memory_used_bytes",
          "GPU memory used by processes not attributed to a pod.", loose);
   return out;

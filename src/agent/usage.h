@@ -25,6 +25,10 @@
 //       or MIG instance; labels node, gpu, gpu_uuid, mig_instance ("profile@start", empty
 //       outside MIG), namespace, pod, container.
 //     tessera_agent_pod_gpu_processes (gauge): their number, same labels.
+//     tessera_agent_pod_gpu_sm_utilization_ratio (gauge, 0..1): the sum of the SM utilization
+//       of a pod's processes on one GPU (GpuProcess::sm_util), capped at 1; same labels. Only
+//       for pods with at least one sampled process: absent where NVML does not report
+//       per-process utilization (MIG instances, older GPUs or drivers).
 //     tessera_agent_gpu_unattributed_memory_used_bytes (gauge): memory of processes not
 //       attributed to a pod, per GPU (node, gpu, gpu_uuid).
 //   Label values are escaped as the format requires (\\, \", \n).
@@ -84,9 +88,26 @@ struct ProcessUsage {
   uint32_t pid = 0;
   int64_t used_mib = 0;
   int gi_id = -1;
-  std::string mig_instance;  // "profile@start"; empty outside MIG
-  std::string pod_uid;       // empty when not attributed
-  PodRef pod;                // empty when the lookup does not know the pod
+  std::string mig_instance;       // "profile@start"; empty outside MIG
+  std::optional<double> sm_util;  // 0..1; empty when not sampled
+  std::string pod_uid;            // empty when not attributed
+  PodRef pod;                     // empty when the lookup does not know the pod
+};
+
+// Per-process SM utilization, read once per pass (nvmlDeviceGetProcessUtilization).
+// Sample fills GpuProcess::sm_util of every process of `state` on the GPUs where the backend
+// reports it: the mean smUtil of the process's samples newer than the last sample seen on that
+// GPU (by UUID) at the previous call, or 0 when it has none (an idle process has no samples).
+// The newest timestamp is then remembered, so a sample is counted in one pass only. Samples of
+// pids not in the process list are ignored. Where the backend reports nothing (empty optional)
+// sm_util stays empty; a failing call leaves that GPU unsampled and its Status is returned
+// after every GPU was tried. Not thread-safe.
+class SmSampler {
+ public:
+  Status Sample(GpuBackend& backend, NodeGpuState& state);
+
+ private:
+  std::map<std::string, uint64_t> last_seen_us_;  // GPU UUID -> newest sample timestamp
 };
 
 std::vector<ProcessUsage> CollectUsage(const NodeGpuState& state, const std::string& proc_root,

@@ -20,6 +20,10 @@
 //   "mig_mode_change": "pending_reset"; then, as with running processes, it stays pending and
 //   the activation status is "mig_activation" (default NVML_ERROR_RESET_REQUIRED), or
 //   NVML_ERROR_IN_USE for processes.
+// * nvmlDeviceGetProcessUtilization returns the GPU's "process_utilization" samples newer than
+//   lastSeenTimeStamp: NVML_ERROR_NOT_FOUND when there is none, NVML_ERROR_NOT_SUPPORTED in MIG
+//   mode. Built with TESSERA_FAKE_NVML_NO_PROCESS_UTILIZATION the library lacks the function,
+//   as drivers before it did.
 // * XIDs listed per GPU are delivered once to every event set that registers the GPU;
 //   nvmlEventSetWait_v2 returns NVML_ERROR_TIMEOUT at once when none is pending.
 // * Handles are tagged integers, never dereferenced; a stale or foreign handle is
@@ -568,6 +572,29 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   util->memory = g->util_mem;
   return NVML_SUCCESS;
 }
+
+#ifndef TESSERA_FAKE_NVML_NO_PROCESS_UTILIZATION
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* count, unsigned long long last_seen) {
+  FAKE_LOCK;
+  FAKE_CHECK("nvmlDeviceGetProcessUtilization", GpuIndex(device));
+  Gpu* g = DeviceOf(device);
+  if (!g || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->mig) return NVML_ERROR_NOT_SUPPORTED;
+  std::vector<nvmlProcessUtilizationSample_t> fresh;
+  for (const nvmlProcessUtilizationSample_t& x : g->proc_samples)
+    if (x.timeStamp > last_seen) fresh.push_back(x);
+  if (fresh.empty()) return NVML_ERROR_NOT_FOUND;
+  if (!utilization || *count < fresh.size()) {
+    *count = static_cast<unsigned>(fresh.size());
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(fresh.begin(), fresh.end(), utilization);
+  *count = static_cast<unsigned>(fresh.size());
+  return NVML_SUCCESS;
+}
+#endif
 
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
                                                  nvmlGpuTopologyLevel_t* level) {

@@ -247,6 +247,14 @@ void Load() {
       g.util_gpu = e["utilization"].value("gpu", 0u);
       g.util_mem = e["utilization"].value("memory", 0u);
     }
+    for (const Json& u : e.value("process_utilization", Json::array())) {
+      nvmlProcessUtilizationSample_t x{};
+      x.pid = u.at("pid").get<unsigned>();
+      x.timeStamp = u.at("timestamp").get<unsigned long long>();
+      x.smUtil = u.value("sm", 0u);
+      x.memUtil = u.value("mem", 0u);
+      g.proc_samples.push_back(x);
+    }
     g.numa = e.value("numa", 0);
     g.pcie_switch = e.value("pcie_switch", index);
     char bus[32];

@@ -53,6 +53,8 @@ struct Gpu {
   nvmlReturn_t mig_activation = NVML_ERROR_RESET_REQUIRED;
   std::vector<Gi> gis;
   std::vector<Proc> procs;
+  // nvmlDeviceGetProcessUtilization's buffer ("process_utilization"), oldest first.
+  std::vector<nvmlProcessUtilizationSample_t> proc_samples;
   bool has_util = true;
   unsigned util_gpu = 0, util_mem = 0;
   int numa = 0, pcie_switch = 0;

@@ -93,13 +93,13 @@ NodeGpuState TwoGpus() {
   a.name = "NVIDIA A100-SXM4-80GB";
   a.mig_enabled = true;
   a.mig_instances = {{"3g.40gb", 9, 0, 4, 1, {}}, {"1g.10gb", 19, 6, 1, 3, {}}};
-  a.processes = {{100, 2048, 1, 0, "3g.40gb@0"}, {101, 1024, 1, 0, "3g.40gb@0"}};
+  a.processes = {{100, 2048, 1, 0, "3g.40gb@0", {}}, {101, 1024, 1, 0, "3g.40gb@0", {}}};
   GpuState b;
   b.index = 1;
   b.uuid = "GPU-b";
   b.name = "NVIDIA A100-SXM4-80GB";
   b.used_mib = 5000;
-  b.processes = {{200, 4000, -1, -1, ""}, {201, 1000, -1, -1, ""}};
+  b.processes = {{200, 4000, -1, -1, "", 0.35}, {201, 1000, -1, -1, "", 0.5}};
   s.gpus = {a, b};
   return s;
 }
@@ -170,6 +170,11 @@ TEST(Usage, AttributesProcessesAndRendersMetrics) {
       "mig_instance=\"3g.40gb@0\",namespace=\"ml\",pod=\"llm-0\",container=\"server\"} 2\n"
       "tessera_agent_pod_gpu_processes{node=\"gpu-a\",gpu=\"1\",gpu_uuid=\"GPU-b\","
       "mig_instance=\"\",namespace=\"batch\",pod=\"say \\\"hi\\\"\",container=\"\"} 1\n"
+      "# HELP tessera_agent_pod_gpu_sm_utilization_ratio SM utilization (0..1) of a pod's "
+      "processes on one GPU over the last sampling window.\n"
+      "# TYPE tessera_agent_pod_gpu_sm_utilization_ratio gauge\n"
+      "tessera_agent_pod_gpu_sm_utilization_ratio{node=\"gpu-a\",gpu=\"1\",gpu_uuid=\"GPU-b\","
+      "mig_instance=\"\",namespace=\"batch\",pod=\"say \\\"hi\\\"\",container=\"\"} 0.35\n"
       "# HELP tessera_agent_gpu_unattributed_memory_used_bytes GPU memory used by processes not "
       "attributed to a pod.\n"
       "# TYPE tessera_agent_gpu_unattributed_memory_used_bytes gauge\n"
