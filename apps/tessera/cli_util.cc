@@ -148,6 +148,27 @@ Result<std::vector<std::string>> ParseNameList(const std::string& flag, const st
   return SplitNames(flag, text, nullptr);
 }
 
+Result<net::TlsOptions> ParseServerTlsFlags(const std::string& cert, const std::string& key,
+                                            const std::string& client_ca,
+                                            const std::string& allowed_names) {
+  net::TlsOptions tls;
+  tls.cert_file = cert;
+  tls.key_file = key;
+  tls.client_ca_file = client_ca;
+  if (!allowed_names.empty()) {
+    auto names = ParseNameList("--allowed-client-names", allowed_names);
+    if (!names.ok()) return names.status();
+    tls.allowed_client_names = std::move(*names);
+  }
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    return InvalidArgument("--tls-cert and --tls-key must be given together");
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty())
+    return InvalidArgument("--client-ca needs --tls-cert and --tls-key");
+  if (!tls.allowed_client_names.empty() && tls.client_ca_file.empty())
+    return InvalidArgument("--allowed-client-names needs --client-ca");
+  return tls;
+}
+
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;

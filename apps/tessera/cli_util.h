@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "kube/client.h"
+#include "net/http_server.h"
 
 namespace tessera {
 
@@ -48,6 +49,13 @@ Result<std::vector<std::string>> ParseNameList(const std::string& flag, const st
 // Comma-separated free-form names (e.g. certificate names), in the order given. InvalidArgument
 // naming the flag for an empty item or a name given twice.
 Result<std::vector<std::string>> ParseNameList(const std::string& flag, const std::string& text);
+
+// The server TLS flags --tls-cert, --tls-key, --client-ca and --allowed-client-names (a
+// comma-separated name list). InvalidArgument naming the flags when the certificate and key
+// are not given together, a client CA comes without them, or client names without a client CA.
+Result<net::TlsOptions> ParseServerTlsFlags(const std::string& cert, const std::string& key,
+                                            const std::string& client_ca,
+                                            const std::string& allowed_names);
 
 // "a, b, c": names for help texts and messages.
 std::string JoinNames(const std::vector<std::string>& names);

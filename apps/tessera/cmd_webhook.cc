@@ -46,20 +46,9 @@ Result<kube::WebhookServerOptions> Options(const WebhookArgs& a) {
     TESSERA_RETURN_IF_ERROR(net::ParseListenAddress(a.health_listen, "--health-listen",
                                                     o.health_address, o.health_port));
   o.path = a.path;
-  o.tls.cert_file = a.tls_cert;
-  o.tls.key_file = a.tls_key;
-  o.tls.client_ca_file = a.client_ca;
-  if (!a.allowed_names.empty()) {
-    auto names = ParseNameList("--allowed-client-names", a.allowed_names);
-    if (!names.ok()) return names.status();
-    o.tls.allowed_client_names = std::move(*names);
-  }
-  if (o.tls.cert_file.empty() != o.tls.key_file.empty())
-    return InvalidArgument("--tls-cert and --tls-key must be given together");
-  if (!o.tls.client_ca_file.empty() && o.tls.cert_file.empty())
-    return InvalidArgument("--client-ca needs --tls-cert and --tls-key");
-  if (!o.tls.allowed_client_names.empty() && o.tls.client_ca_file.empty())
-    return InvalidArgument("--allowed-client-names needs --client-ca");
+  auto tls = ParseServerTlsFlags(a.tls_cert, a.tls_key, a.client_ca, a.allowed_names);
+  if (!tls.ok()) return tls.status();
+  o.tls = std::move(*tls);
   if (!a.insecure && o.tls.cert_file.empty())
     return InvalidArgument(
         "the webhook needs --tls-cert and --tls-key (the API server calls webhooks over "
