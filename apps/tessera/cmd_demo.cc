@@ -1,12 +1,15 @@
 // `tessera demo` and `tessera generate`, both registered by AddDemoCommand.
 //
 //   tessera demo [--seeds 42-46] [--plot FILE.svg] [--json FILE] [--nodes N] [--gen-seed S]
-//                [--policies LIST] [--threads T]
+//                [--policies LIST] [--threads T] [--metrics-listen HOST:PORT [--metrics-hold S]]
 //     Generates the default cluster and workload (sim/generator.h), runs the fill protocol
 //     (sim/fill.h) for every policy and seed, and prints a one-screen report: the cluster, the
 //     workload mix, one row per policy and conclusions computed from the numbers against
 //     bestfit, the stand-in for the Kubernetes default scheduler. Optional SVG plot and JSON
-//     are written atomically.
+//     are written atomically. With --metrics-listen, GET /metrics (demo_metrics.h) and /healthz
+//     are served while the experiments run and for --metrics-hold seconds after the report
+//     (SIGINT or SIGTERM ends the hold early); an empty HOST is 127.0.0.1. The report and the
+//     files are the same with or without it.
 //   tessera generate --out-dir DIR [--nodes N] [--seed S] [mix knobs]
 //     Writes the same cluster and workload as DIR/nodes.csv and DIR/pods.csv, readable by
 //     `tessera sim fill` and `tessera sim replay`. The mix knobs (sim/mix_knobs.h:
@@ -15,17 +18,25 @@
 //     --memory-per-gpu-scale) change the workload; the cluster stays the default one.
 // Both exit 0 on success and 1 with a message on stderr otherwise.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 #include <tuple>
+
+#include <httplib.h>
 
 #include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
+#include "apps/tessera/demo_metrics.h"
 #include "core/text.h"
+#include "net/http_server.h"
 #include "policies/builtin.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
@@ -48,6 +59,8 @@ struct DemoArgs {
   std::string nodes = std::to_string(GeneratorConfig{}.num_nodes);
   std::string gen_seed = std::to_string(kDefaultGeneratorSeed);
   std::string threads = "2";
+  std::string metrics_listen;  // empty: no /metrics
+  std::string metrics_hold = "0";
 };
 
 struct GenerateArgs {
@@ -260,6 +273,32 @@ Result<GeneratedTrace> GenerateDefault(int nodes, uint64_t seed) {
   return Generate(config, seed);
 }
 
+volatile std::sig_atomic_t g_demo_signal = 0;
+void OnDemoSignal(int) {
+  g_demo_signal = 1;
+}
+
+// The /metrics server of --metrics-listen; null without the flag.
+Result<std::unique_ptr<net::HttpServer>> StartMetricsServer(const std::string& listen,
+                                                            const DemoMetrics* metrics) {
+  if (listen.empty()) return std::unique_ptr<net::HttpServer>();
+  net::HttpServerOptions o;
+  TESSERA_RETURN_IF_ERROR(net::ParseListenAddress(listen, "--metrics-listen", o.address, o.port));
+  if (listen.front() == ':') o.address = "127.0.0.1";
+  auto http = std::make_unique<net::HttpServer>(o);
+  http->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok", "text/plain");
+  });
+  http->Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics->Exposition(), "text/plain; version=0.0.4");
+  });
+  if (Status st = http->Start(); !st.ok())
+    return IoError("--metrics-listen " + listen + ": " + st.message());
+  std::fprintf(stderr, "tessera demo: serving /metrics on %s:%d\n", o.address.c_str(),
+               http->port());
+  return http;
+}
+
 int RunDemo(const DemoArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   auto seeds = ParseSeedList("--seeds", a.seeds);
@@ -272,12 +311,26 @@ int RunDemo(const DemoArgs& a) {
   if (!gen_seed.ok()) return Fail(gen_seed.status());
   auto parsed_threads = ParseThreadsFlag("--threads", a.threads);
   if (!parsed_threads.ok()) return Fail(parsed_threads.status());
+  auto hold = ParseIntFlag("--metrics-hold", a.metrics_hold, 0, 7 * 86400);
+  if (!hold.ok()) return Fail(hold.status());
+  if (*hold > 0 && a.metrics_listen.empty())
+    return Fail(InvalidArgument("--metrics-hold needs --metrics-listen"));
   auto trace = GenerateDefault(static_cast<int>(*nodes), *gen_seed);
   if (!trace.ok()) return Fail(trace.status());
   int64_t gpus = 0;
   for (const NodeSpec& n : trace->nodes) gpus += n.gpu_count;
 
-  auto results = RunFillMatrix(trace->nodes, trace->pods, *policies, *seeds, 1.3, *parsed_threads);
+  DemoMetrics metrics(trace->nodes, static_cast<int64_t>(policies->size() * seeds->size()));
+  auto server = StartMetricsServer(a.metrics_listen, &metrics);
+  if (!server.ok()) return Fail(server.status());
+  FillHooks hooks;
+  if (*server) {
+    hooks.detail = true;
+    hooks.on_run = [&metrics](const FillRun& run) { metrics.Record(run); };
+  }
+  auto results =
+      RunFillMatrix(trace->nodes, trace->pods, *policies, *seeds, 1.3, *parsed_threads, hooks);
+  metrics.SetRunning(false);
   if (!results.ok()) return Fail(results.status());
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -316,6 +369,14 @@ int RunDemo(const DemoArgs& a) {
                               a.seeds;
     Status st = WriteFileAtomic(a.plot, FillPlotSvg(*results, title));
     if (!st.ok()) return Fail(st);
+  }
+  if (*server && *hold > 0) {
+    std::fflush(stdout);
+    std::signal(SIGINT, OnDemoSignal);
+    std::signal(SIGTERM, OnDemoSignal);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(*hold);
+    while (!g_demo_signal && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return 0;
 }
@@ -405,6 +466,15 @@ void AddDemoCommand(CLI::App& app, int& rc) {
   d->add_option("--threads", demo.threads, "Worker threads, 0..256 (0 = all cores)")
       ->type_name("INT")
       ->default_val("2");
+  d->add_option("--metrics-listen", demo.metrics_listen,
+                "Serve Prometheus /metrics of the experiments on HOST:PORT (off by default; "
+                "an empty HOST is 127.0.0.1)")
+      ->type_name("HOST:PORT");
+  d->add_option("--metrics-hold", demo.metrics_hold,
+                "Keep serving /metrics this many seconds after the report, 0..604800 (SIGINT "
+                "or SIGTERM ends it)")
+      ->type_name("SECONDS")
+      ->default_val("0");
   d->callback([&rc] { rc = RunDemo(demo); });
 
   static GenerateArgs gen;

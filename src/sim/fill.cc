@@ -22,6 +22,22 @@ std::string FormatG(double v) {
   return buf;
 }
 
+const char* DominantReason(const RejectReasons& r) {
+  const std::pair<int64_t, const char*> order[] = {
+      {r.gpu, "gpu"}, {r.gpu_model, "gpu_model"}, {r.cpu, "cpu"}, {r.memory, "memory"}};
+  const auto* best = &order[0];
+  for (const auto& o : order)
+    if (o.first > best->first) best = &o;
+  return best->second;
+}
+
+void RecordLatency(FillDetail& d, double seconds) {
+  size_t b = 0;
+  while (b < kDecisionLatencyBounds.size() && seconds > kDecisionLatencyBounds[b]) ++b;
+  ++d.latency_count[b];
+  d.latency_sum_seconds += seconds;
+}
+
 }  // namespace
 
 std::vector<Workload> PrepareFillSequence(const std::vector<Workload>& pods,
@@ -116,6 +132,7 @@ Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Wo
   }
 
   FillRun run;
+  if (opt.detail) run.detail.emplace();
   run.policy = opt.policy;
   run.seed = opt.seed;
   run.pods = static_cast<int64_t>(seq.size());
@@ -135,8 +152,15 @@ Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Wo
   WorkloadId id = 0;
   for (const Workload& w : seq) {
     engine.Observe(w.demand);
+    const auto decide_start = std::chrono::steady_clock::now();
     const Decision d = engine.Decide(state, id, w.demand);
     ++run.decisions;
+    if (run.detail) {
+      RecordLatency(
+          *run.detail,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - decide_start).count());
+      if (!d.placed) ++run.detail->not_placed[DominantReason(d.reasons)];
+    }
     if (d.placed) {
       Status st = state.Allocate(id, w.demand, d.placement);
       if (!st.ok()) return Internal("ledger refused engine placement: " + st.message());
@@ -161,6 +185,15 @@ Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Wo
       run.frag_pct[next_bucket] = frag_total / cap * 100.0;
     }
     run.unalloc_pct_at_130 = 100.0 - alloc / cap * 100.0;
+  }
+  if (run.detail) {
+    run.detail->node_held_milli.resize(static_cast<size_t>(state.num_nodes()));
+    for (NodeIdx n = 0; n < state.num_nodes(); ++n)
+      for (int g = 0; g < state.free(n).gpu_count; ++g) {
+        const GpuSlices& gpu = state.gpu(n, g);
+        if (const int held = gpu.HeldMilli(); held > 0)
+          run.detail->node_held_milli[static_cast<size_t>(n)][GpuModeName(gpu.mode)] += held;
+      }
   }
   run.unalloc_pct_at_100 = run.unalloc_pct[100];
   run.frag_ratio_at_90 = run.frag_ratio_pct[90];
@@ -187,7 +220,8 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
                                                const std::vector<Workload>& pods,
                                                const std::vector<std::string>& policies,
                                                const std::vector<uint64_t>& seeds,
-                                               double tune_ratio, unsigned threads) {
+                                               double tune_ratio, unsigned threads,
+                                               const FillHooks& hooks) {
   TESSERA_RETURN_IF_ERROR(ValidateTuneRatio(tune_ratio));
   for (const auto& p : policies) {
     auto probe =
@@ -205,7 +239,9 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
       o.policy = policies[j / seeds.size()];
       o.seed = seeds[j % seeds.size()];
       o.tune_ratio = tune_ratio;
+      o.detail = hooks.detail;
       results[j] = RunFill(nodes, pods, o);
+      if (hooks.on_run && results[j].ok()) hooks.on_run(*results[j]);
     }
   };
   std::vector<std::thread> pool;

@@ -14,6 +14,9 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,11 +33,32 @@ inline constexpr int64_t kMaxFillPods = 10'000'000;
 // OK iff 0 < tune_ratio <= kMaxTuneRatio (NaN and infinities refused).
 Status ValidateTuneRatio(double tune_ratio);
 
+// Upper bounds (seconds) of the decision latency histogram of FillDetail.
+inline constexpr std::array<double, 12> kDecisionLatencyBounds = {
+    1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 2.5e-2, 0.1};
+
+// What a run collects with FillOptions::detail (the demo's /metrics); it does not change the
+// run's placements.
+struct FillDetail {
+  // Milli-GPU held at the end of the run, per node (index in `nodes`) and GPU mode name
+  // (GpuModeName: "exclusive" for whole GPUs, "share" for milli-GPU shares). Nodes without any
+  // held GPU have an empty map.
+  std::vector<std::map<std::string, int64_t>> node_held_milli;
+  // Pods not placed, per dominant reason: the filter check that the most nodes failed
+  // ("gpu": not enough free GPU, "gpu_model", "cpu", "memory"; ties in that order).
+  std::map<std::string, int64_t> not_placed;
+  // Engine::Decide wall time: pods per bucket (bucket i: at most kDecisionLatencyBounds[i] and
+  // above the previous bound; the last entry counts the rest) and the sum.
+  std::array<int64_t, kDecisionLatencyBounds.size() + 1> latency_count{};
+  double latency_sum_seconds = 0;
+};
+
 struct FillOptions {
   std::string policy = "tessera";
   uint64_t seed = 42;
   double tune_ratio = 1.3;
   double typical_coverage_pct = 95.0;
+  bool detail = false;  // fill FillRun::detail
 };
 
 struct FillRun {
@@ -53,6 +77,7 @@ struct FillRun {
   std::array<double, kArrivalBuckets> frag_pct{};
   double wall_seconds = 0;
   int64_t decisions = 0;
+  std::optional<FillDetail> detail;  // with FillOptions::detail
 };
 
 // Builds the submission sequence of one experiment (exposed for tests). Without GPU demand in
@@ -77,11 +102,19 @@ struct FillSummary {
   double wall_seconds = 0;  // sum over runs
 };
 
+struct FillHooks {
+  bool detail = false;  // FillOptions::detail of every run
+  // Called with each successful run as it ends, on the worker thread that ran it (so possibly
+  // from several threads at once).
+  std::function<void(const FillRun&)> on_run;
+};
+
 // Runs every (policy, seed) pair. threads = 0: hardware concurrency.
 Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& nodes,
                                                const std::vector<Workload>& pods,
                                                const std::vector<std::string>& policies,
                                                const std::vector<uint64_t>& seeds,
-                                               double tune_ratio = 1.3, unsigned threads = 0);
+                                               double tune_ratio = 1.3, unsigned threads = 0,
+                                               const FillHooks& hooks = {});
 
 }  // namespace tessera

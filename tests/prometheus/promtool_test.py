@@ -12,13 +12,20 @@
       the same on the /metrics of `tessera agent` running over the fake libnvidia-ml.so.1 of
       tests/agent (node NODE_CONFIG, against a minimal API server; no kubelet, so the device
       plugin step fails and is counted, which the exposition shows).
+  promtool_test.py demo TESSERA
+      the same on the /metrics of a small `tessera demo --metrics-listen`, whose values must
+      agree with the demo's --json output; SIGTERM must end --metrics-hold.
 
 Exit 77 (skipped) without promtool.
 """
+import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import yaml
 
@@ -158,11 +165,104 @@ def agent(tessera, fake_nvml_dir, node_config):
     return failures
 
 
+def parse_samples(body):
+    """[(name, {label: value}, float)] of the exposition's sample lines."""
+    samples = []
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
+        if not m:
+            raise ValueError(f"unparsable sample line {line!r}")
+        labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"',
+                                 m.group(2) or ""))
+        samples.append((m.group(1), labels, float(m.group(3))))
+    return samples
+
+
+def demo(tessera):
+    failures = []
+    policies, seed = ["bestfit", "tessera"], 42
+    with tempfile.TemporaryDirectory() as tmp, promlib.Processes() as procs:
+        report = os.path.join(tmp, "demo.json")
+        port = promlib.free_port()
+        log = open(os.path.join(tmp, "demo.log"), "w")
+        p = procs.start([tessera, "demo", "--nodes", "12", "--seeds", str(seed), "--policies",
+                         ",".join(policies), "--threads", "1", "--json", report,
+                         "--metrics-listen", f"127.0.0.1:{port}", "--metrics-hold", "120"],
+                        stderr=log)
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def written():
+            if p.poll() is not None:
+                raise RuntimeError(f"tessera demo exited with {p.returncode}: " +
+                                   open(log.name).read()[-2000:])
+            return os.path.exists(report)
+
+        promlib.wait_for("tessera demo --json", written, timeout=120)
+        failures += check_metrics("tessera demo", url)
+        _, body = promlib.http_get(url)
+        samples = parse_samples(body)
+
+        def values(name, **want):
+            return [v for n, labels, v in samples if n == name and
+                    all(labels.get(k) == str(x) for k, x in want.items())]
+
+        def expect(what, got, want, tol=1e-6):
+            if abs(got - want) > tol:
+                failures.append(f"{what}: /metrics says {got}, --json says {want}")
+
+        with open(report) as f:
+            j = json.load(f)
+        gpus = j["generator"]["gpus"]
+        expect("tessera_demo_gpus summed", sum(values("tessera_demo_gpus")), gpus)
+        expect("tessera_demo_running", sum(values("tessera_demo_running")), 0)
+        expect("tessera_demo_experiments_completed_total",
+               sum(values("tessera_demo_experiments_completed_total")), len(policies))
+        for pol in policies:
+            run = j["policies"][pol]["runs"][0]
+            at = {"policy": pol, "seed": seed}
+            expect(f"{pol} placed", sum(values("tessera_demo_pods_placed_total", **at)),
+                   run["placed"])
+            expect(f"{pol} not placed", sum(values("tessera_demo_pods_not_placed_total", **at)),
+                   run["pods"] - run["placed"])
+            expect(f"{pol} decisions",
+                   sum(values("tessera_demo_scheduling_decisions_total", **at)), run["pods"])
+            expect(f"{pol} decision histogram count",
+                   sum(values("tessera_demo_decision_duration_seconds_count", **at)), run["pods"])
+            expect(f"{pol} unallocated at the end",
+                   sum(values("tessera_demo_gpu_unallocated_ratio", stage="end", **at)),
+                   run["unalloc_pct_at_130"] / 100)
+            expect(f"{pol} unallocated at 100% arrival",
+                   sum(values("tessera_demo_gpu_unallocated_ratio", stage="arrival_100pct", **at)),
+                   run["unalloc_pct_at_100"] / 100)
+            expect(f"{pol} fragmentation at 90% arrival",
+                   sum(values("tessera_demo_gpu_fragmentation_ratio", stage="arrival_90pct",
+                              **at)), run["frag_ratio_at_90"] / 100)
+            allocated = gpus * (1 - run["unalloc_pct_at_130"] / 100)
+            expect(f"{pol} allocated GPUs per model",
+                   sum(values("tessera_demo_gpu_allocated_gpus", **at)), allocated, 1e-3)
+            expect(f"{pol} allocated GPUs per node",
+                   sum(values("tessera_demo_node_gpu_allocated_gpus", **at)), allocated, 1e-3)
+        p.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        try:
+            rc = p.wait(timeout=10)
+            if rc != 0:
+                failures.append(f"tessera demo exited with {rc} on SIGTERM")
+        except subprocess.TimeoutExpired:
+            failures.append("SIGTERM did not end --metrics-hold within 10 s")
+        print(f"demo stopped {time.monotonic() - start:.2f} s after SIGTERM")
+    return failures
+
+
 def main():
     promlib.require("promtool")
     mode, arg = sys.argv[1:3]
     if mode == "agent":
         failures = agent(arg, *sys.argv[3:5])
+    elif mode == "demo":
+        failures = demo(arg)
     else:
         failures = rules(arg) if mode == "rules" else metrics(arg)
     for f in failures:

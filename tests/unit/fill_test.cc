@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <string>
@@ -283,6 +284,64 @@ TEST(RunFillTest, InvariantsOnSmallCluster) {
     EXPECT_EQ(again->unalloc_pct, run.unalloc_pct);
     EXPECT_EQ(again->frag_pct, run.frag_pct);
   }
+}
+
+TEST(RunFillTest, DetailAddsUpAndChangesNothing) {
+  const auto nodes = SmallCluster();
+  const auto pods = SmallTrace();
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    FillOptions opt;
+    opt.policy = policy;
+    auto plain = RunFill(nodes, pods, opt);
+    opt.detail = true;
+    auto r = RunFill(nodes, pods, opt);
+    ASSERT_TRUE(plain.ok() && r.ok());
+    EXPECT_FALSE(plain->detail.has_value());
+    ASSERT_TRUE(r->detail.has_value());
+    EXPECT_EQ(r->placed, plain->placed);
+    EXPECT_EQ(r->unalloc_pct, plain->unalloc_pct);
+    EXPECT_EQ(r->frag_pct, plain->frag_pct);
+    const FillDetail& d = *r->detail;
+    int64_t not_placed = 0;
+    for (const auto& [reason, n] : d.not_placed) {
+      EXPECT_TRUE(reason == "gpu" || reason == "gpu_model" || reason == "cpu" || reason == "memory")
+          << reason;
+      not_placed += n;
+    }
+    EXPECT_EQ(not_placed, r->pods - r->placed);
+    EXPECT_EQ(std::accumulate(d.latency_count.begin(), d.latency_count.end(), int64_t{0}),
+              r->decisions);
+    EXPECT_GE(d.latency_sum_seconds, 0.0);
+    ASSERT_EQ(d.node_held_milli.size(), nodes.size());
+    int64_t held = 0;
+    for (size_t n = 0; n < nodes.size(); ++n)
+      for (const auto& [kind, milli] : d.node_held_milli[n]) {
+        EXPECT_TRUE(kind == "exclusive" || kind == "share") << kind;
+        EXPECT_GT(milli, 0);
+        EXPECT_LE(milli, nodes[n].gpu_count * 1000);
+        held += milli;
+      }
+    EXPECT_NEAR(100.0 - 100.0 * static_cast<double>(held) / 24000, r->unalloc_pct_at_130, 1e-9);
+  }
+}
+
+TEST(RunFillTest, MatrixHooksSeeEveryRun) {
+  std::mutex mu;
+  std::multiset<std::pair<std::string, uint64_t>> seen;
+  FillHooks hooks;
+  hooks.detail = true;
+  hooks.on_run = [&](const FillRun& run) {
+    EXPECT_TRUE(run.detail.has_value());
+    std::lock_guard<std::mutex> l(mu);
+    seen.insert({run.policy, run.seed});
+  };
+  auto r =
+      RunFillMatrix(SmallCluster(), SmallTrace(), {"bestfit", "tessera"}, {1, 2, 3}, 1.3, 2, hooks);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(seen.size(), 6u);
+  for (const auto& s : *r)
+    for (const auto& run : s.runs) EXPECT_EQ(seen.count({s.policy, run.seed}), 1u);
 }
 
 TEST(RunFillTest, EverythingPlacedWhenItFits) {
