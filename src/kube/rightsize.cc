@@ -242,6 +242,7 @@ Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& mod
   if (!md.is_object()) md = Json::object();
   if (!md["annotations"].is_object()) md["annotations"] = Json::object();
   md["annotations"][kAnnotationGpuModels] = model;
+  md["annotations"].erase(kAnnotationOriginalResources);  // the grant replaces the original ask
   return out;
 }
 

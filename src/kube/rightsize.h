@@ -75,8 +75,8 @@ Grant PlanGrant(const GpuRequest& ask, const RecommendedSlice& rec, int oom_leve
                 int64_t floor_mib);
 
 // The pod with its GPU resources replaced by `r` (first container's limits; every other
-// container's and init container's GPU resources removed) and tessera.io/gpu-models set to
-// `model`, for TranslatePod.
+// container's and init container's GPU resources removed), tessera.io/gpu-models set to
+// `model` and tessera.io/original-resources dropped, for TranslatePod.
 Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& model);
 
 // Compact JSON of a GPU request ({"gpus":1} / {"mig_profile":"1g.10gb"} /

@@ -446,6 +446,53 @@ std::vector<GpuModelId> ModelsIn(ModelMask mask) {
   return out;
 }
 
+// `spec` with the entries of tessera.io/original-resources (`text`) put back into its containers'
+// limits and requests (see kAnnotationOriginalResources).
+Result<Json> RestoreOriginalResources(const Json& spec, const std::string& text) {
+  const Json saved = Json::parse(text, nullptr, false);
+  if (!saved.is_object() || saved.empty())
+    return InvalidArgument("must be a non-empty JSON object of container names");
+  Json out = spec;
+  std::set<std::string> found;
+  for (const char* list : {"containers", "initContainers"}) {
+    auto cs = out.find(list);
+    if (cs == out.end() || !cs->is_array()) continue;
+    for (Json& c : *cs) {
+      if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) continue;
+      const std::string name = c["name"].get<std::string>();
+      auto entry = saved.find(name);
+      if (entry == saved.end()) continue;
+      found.insert(name);
+      const std::string where = "container \"" + name + "\"";
+      if (!entry->is_object()) return InvalidArgument(where + " must map to an object");
+      Json& res = c["resources"];
+      if (!res.is_object()) res = Json::object();
+      bool handle = false;
+      for (const char* part : {"limits", "requests"})
+        if (res.contains(part) && res[part].is_object() && res[part].contains(kResourceGpuSlice))
+          handle = true;
+      if (!handle)
+        return InvalidArgument(where + " has no " + std::string(kResourceGpuSlice) + " handle");
+      for (const auto& [part, entries] : entry->items()) {
+        if ((part != "limits" && part != "requests") || !entries.is_object())
+          return InvalidArgument(where + ": only \"limits\" and \"requests\" objects are allowed");
+        Json& m = res[part];
+        if (!m.is_object()) m = Json::object();
+        for (const auto& [resource, value] : entries.items()) {
+          if (!IsGpuResource(resource))
+            return InvalidArgument(where + ": \"" + resource + "\" is not a GPU resource");
+          if (m.contains(resource))
+            return InvalidArgument(where + " states " + resource + " itself");
+          m[resource] = value;
+        }
+      }
+    }
+  }
+  for (const auto& [name, entry] : saved.items())
+    if (!found.count(name)) return InvalidArgument("the pod has no container \"" + name + "\"");
+  return out;
+}
+
 Result<PodRequest> TranslatePodImpl(const Json& pod) {
   if (!pod.is_object()) return InvalidArgument("pod must be a JSON object");
   PodRequest p;
@@ -540,7 +587,17 @@ Result<PodRequest> TranslatePodImpl(const Json& pod) {
   }
 
   // Resources.
-  auto totals = PodTotals(spec);
+  Json restored;
+  const Json* resources_spec = &spec;
+  if (auto it = ann.find(kAnnotationOriginalResources); it != ann.end()) {
+    auto r = RestoreOriginalResources(spec, it->second);
+    if (!r.ok())
+      return InvalidArgument(std::string("annotation ") + kAnnotationOriginalResources + ": " +
+                             r.status().message());
+    restored = std::move(*r);
+    resources_spec = &restored;
+  }
+  auto totals = PodTotals(*resources_spec);
   if (!totals.ok()) return totals.status();
   const GpuTotals& t = *totals;
   p.demand.cpu = MilliCpu(t.cpu_milli);

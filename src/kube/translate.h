@@ -12,7 +12,8 @@
 // limits are used, requests where a limit is absent.
 // Pod annotations: tessera.io/queue, tessera.io/isolation (strict|standard|best-effort),
 // tessera.io/gang, tessera.io/min-member, tessera.io/gpu-models (comma-separated catalog names),
-// tessera.io/assignment (written at binding).
+// tessera.io/assignment (written at binding), tessera.io/original-resources (written by the pod
+// webhook; see kAnnotationOriginalResources).
 // Node inputs: status.allocatable (cpu, memory, nvidia.com/gpu, nvidia.com/mig-*), GPU Feature
 // Discovery labels (nvidia.com/gpu.product, .replicas, .sharing-strategy, mig.strategy), the
 // tessera.io/gpu-inventory annotation, spec.unschedulable, spec.taints, the Ready condition.
@@ -77,6 +78,17 @@ inline constexpr const char* kAnnotationMinMember = "tessera.io/min-member";
 inline constexpr const char* kAnnotationGpuModels = "tessera.io/gpu-models";
 inline constexpr const char* kAnnotationAssignment = "tessera.io/assignment";
 inline constexpr const char* kAnnotationInventory = "tessera.io/gpu-inventory";
+// The GPU resources the pod webhook replaced by a tessera.io/gpu-slice handle on a
+// `tessera.io/rightsize: auto` pod (kube/webhook.h), so that the kubelet counts one slice device
+// instead of whole nvidia.com/gpu devices the grant may not use. Format (compact JSON, per
+// container or init container name, the entries as the pod stated them):
+//   {"train":{"limits":{"nvidia.com/gpu":"2"},"requests":{"nvidia.com/gpu":"2"}}}
+// TranslatePod reads these entries as the container's GPU request, so the scheduler sizes the
+// pod from what its owner asked. They are honoured only on a container that holds a
+// tessera.io/gpu-slice handle and states none of the named resources itself (the slice device
+// hands the container exactly what the scheduler's assignment names, so the annotation cannot
+// make the kubelet hand out more than the scheduler counted); anything else is InvalidArgument.
+inline constexpr const char* kAnnotationOriginalResources = "tessera.io/original-resources";
 
 inline constexpr const char* kDefaultQueue = "default";
 // The MigLayout objects (deploy/crds/miglayout.yaml): desired and applied MIG layouts per node.

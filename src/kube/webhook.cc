@@ -6,6 +6,7 @@
 #include <atomic>
 #include <sstream>
 
+#include "kube/rightsize.h"
 #include "kube/translate.h"
 
 namespace tessera::kube {
@@ -98,6 +99,41 @@ void AddHandle(const Json& container, const std::string& path, Json& patch) {
   }
 }
 
+// For a `tessera.io/rightsize: auto` pod: replaces the container's nvidia.com/gpu (limits and
+// requests) by one tessera.io/gpu-slice device and returns the entries it replaced (an object
+// with "limits" and/or "requests"), or null when the container asks for no whole GPU.
+Json RewriteWholeGpus(const Json& container, const std::string& path, Json& patch) {
+  if (!container.contains("resources")) return nullptr;
+  const Json& res = container["resources"];
+  Json saved = Json::object();
+  for (const char* part : {"limits", "requests"}) {
+    if (!res.contains(part)) continue;
+    const Json& m = res[part];
+    if (m.contains(kResourceGpuSlice)) return nullptr;
+    if (!m.contains(kResourceGpu)) continue;
+    auto n = ParseQuantityInt(m[kResourceGpu]);
+    if (!n.ok() || *n < 1) return nullptr;  // the scheduler reports an invalid request
+    saved[part] = {{kResourceGpu, m[kResourceGpu]}};
+  }
+  if (saved.empty()) return nullptr;
+  const std::string gpu = Escape(kResourceGpu), slice = Escape(kResourceGpuSlice);
+  for (const auto& [part, entries] : saved.items()) {
+    const std::string at = path + "/resources/" + part + "/";
+    patch.push_back({{"op", "remove"}, {"path", at + gpu}});
+    patch.push_back({{"op", "add"}, {"path", at + slice}, {"value", "1"}});
+  }
+  if (!saved.contains("limits")) {
+    if (res.contains("limits"))
+      patch.push_back(
+          {{"op", "add"}, {"path", path + "/resources/limits/" + slice}, {"value", "1"}});
+    else
+      patch.push_back({{"op", "add"},
+                       {"path", path + "/resources/limits"},
+                       {"value", {{kResourceGpuSlice, "1"}}}});
+  }
+  return saved;
+}
+
 }  // namespace
 
 Result<Json> ReviewPod(const Json& review, const WebhookConfig& config, WebhookOutcome* outcome) {
@@ -125,8 +161,18 @@ Result<Json> ReviewPod(const Json& review, const WebhookConfig& config, WebhookO
   if (!pod.contains("spec") || !pod["spec"].is_object())
     return InvalidArgument("request.object.spec must be an object");
   const Json& spec = pod["spec"];
+  const Json* annotations = nullptr;
+  if (pod.contains("metadata") && pod["metadata"].is_object() &&
+      pod["metadata"].contains("annotations")) {
+    annotations = &pod["metadata"]["annotations"];
+    if (!annotations->is_object())
+      return InvalidArgument("request.object.metadata.annotations must be an object");
+  }
+  const bool rewrite = annotations && StringAt(*annotations, kAnnotationRightsize) == "auto" &&
+                       !annotations->contains(kAnnotationOriginalResources);
 
   Json patch = Json::array();
+  Json original = Json::object();
   bool any_gpu = false;
   for (const char* list : {"initContainers", "containers"}) {
     if (!spec.contains(list)) continue;
@@ -138,12 +184,28 @@ Result<Json> ReviewPod(const Json& review, const WebhookConfig& config, WebhookO
       auto scan = Scan(cs[i], where);
       if (!scan.ok()) return scan.status();
       any_gpu |= scan->gpu;
+      if (rewrite) {
+        Json saved =
+            RewriteWholeGpus(cs[i], std::string("/spec/") + list + "/" + std::to_string(i), patch);
+        if (!saved.is_null()) {
+          const std::string name = StringAt(cs[i], "name");
+          if (name.empty() || original.contains(name))
+            return InvalidArgument(where + ".name must be a non-empty, unique string");
+          original[name] = std::move(saved);
+          ++out.containers_rewritten;
+          continue;
+        }
+      }
       if (scan->share && !scan->plugin) {
         AddHandle(cs[i], std::string("/spec/") + list + "/" + std::to_string(i), patch);
         ++out.containers_changed;
       }
     }
   }
+  if (!original.empty())  // `rewrite` implies metadata.annotations exists
+    patch.push_back({{"op", "add"},
+                     {"path", "/metadata/annotations/" + Escape(kAnnotationOriginalResources)},
+                     {"value", original.dump()}});
   if (!config.scheduler_name.empty() && any_gpu) {
     const bool has = spec.contains("schedulerName");
     if (has && !spec["schedulerName"].is_string())
@@ -168,7 +230,7 @@ struct WebhookServer::Impl {
   WebhookServerOptions opts;
   std::unique_ptr<net::HttpServer> server;
   std::unique_ptr<net::HttpServer> health;
-  std::atomic<int64_t> patched{0}, unchanged{0}, bad{0}, containers{0};
+  std::atomic<int64_t> patched{0}, unchanged{0}, bad{0}, containers{0}, rewritten{0};
 
   std::string Metrics() const {
     std::ostringstream o;
@@ -180,7 +242,12 @@ struct WebhookServer::Impl {
       << "# HELP tessera_webhook_containers_patched_total Containers given a " << kResourceGpuSlice
       << " device.\n"
       << "# TYPE tessera_webhook_containers_patched_total counter\n"
-      << "tessera_webhook_containers_patched_total " << containers.load() << "\n";
+      << "tessera_webhook_containers_patched_total " << containers.load() << "\n"
+      << "# HELP tessera_webhook_containers_rewritten_total Containers of tessera.io/rightsize: "
+      << "auto pods whose " << kResourceGpu << " was replaced by a " << kResourceGpuSlice
+      << " device.\n"
+      << "# TYPE tessera_webhook_containers_rewritten_total counter\n"
+      << "tessera_webhook_containers_rewritten_total " << rewritten.load() << "\n";
     return o.str();
   }
 
@@ -208,6 +275,7 @@ struct WebhookServer::Impl {
       }
       ++(reply->at("response").contains("patch") ? patched : unchanged);
       containers += outcome.containers_changed;
+      rewritten += outcome.containers_rewritten;
       res.set_content(reply->dump(), "application/json");
     });
     Observability(*server);

@@ -18,12 +18,23 @@
 //   resources the node agent serves (nvidia.com/gpu, nvidia.com/mig-*, tessera.io/gpu-compute,
 //   tessera.io/gpu-slice). It gets limits[tessera.io/gpu-slice] = "1" (requests default to
 //   limits for extended resources).
+// * A pod annotated tessera.io/rightsize: auto (and not yet carrying
+//   tessera.io/original-resources) has each container's nvidia.com/gpu: N (N >= 1, in limits
+//   and requests) replaced by tessera.io/gpu-slice: 1, and the replaced entries recorded in the
+//   pod annotation tessera.io/original-resources (kube/translate.h), which the scheduler and the
+//   extender read as the pod's request. The scheduler may grant such a pod less than N GPUs
+//   (kube/rightsize.h); the kubelet then counts one slice device, whose Allocate hands the
+//   container whatever the pod's tessera.io/assignment names (several whole GPUs included),
+//   instead of refusing pods beyond the node's nvidia.com/gpu count. A container that already
+//   holds a tessera.io/gpu-slice handle, or whose nvidia.com/gpu is not a positive integer, is
+//   left alone. `recommend` and `off` pods are never rewritten.
 // * With `scheduler_name` set, a pod that asks for any GPU resource and whose spec.schedulerName
 //   is absent or "default-scheduler" gets that scheduler.
 // * Output: an AdmissionReview response with the request's uid, allowed true and, when
-//   something changes, an RFC 6902 JSON Patch (patchType JSONPatch, base64) that only adds
-//   members. The review never denies a pod: the scheduler reports what is wrong with its
-//   resources as a pod Event, where users look.
+//   something changes, an RFC 6902 JSON Patch (patchType JSONPatch, base64) that adds members
+//   and, for the rightsize rewrite only, removes the nvidia.com/gpu entries it replaces. The review
+//   never denies a pod: the scheduler reports what is wrong with its resources as a pod Event,
+//   where users look.
 // * Idempotent: a pod the webhook already changed gets no patch.
 #pragma once
 
@@ -45,7 +56,8 @@ struct WebhookConfig {
 
 // What ReviewPod decided, for logs and metrics.
 struct WebhookOutcome {
-  int containers_changed = 0;
+  int containers_changed = 0;    // given a slice handle for share resources
+  int containers_rewritten = 0;  // nvidia.com/gpu replaced (tessera.io/rightsize: auto)
   bool scheduler_set = false;
 };
 
@@ -69,7 +81,8 @@ struct WebhookServerOptions {
 
 // POST <path> with an AdmissionReview: 200 with the response review; 400 with a plain-text
 // reason when the body is not JSON or ReviewPod rejects it. GET /healthz and GET /metrics
-// (tessera_webhook_reviews_total{result}, tessera_webhook_containers_patched_total) are served
+// (tessera_webhook_reviews_total{result}, tessera_webhook_containers_patched_total,
+// tessera_webhook_containers_rewritten_total) are served
 // on the main address too.
 class WebhookServer {
  public:

@@ -10,7 +10,11 @@ MutatingWebhookConfiguration is applied with only its clientConfig changed (a
 URL on 127.0.0.1 and the CA bundle instead of the in-cluster Service). Checks:
 a pod asking only tessera.io/gpu-memory (and one asking only HAMi's
 nvidia.com/gpumem) is stored with one tessera.io/gpu-slice device and the
-tessera scheduler; a gpu-compute pod only gets the scheduler; a CPU-only pod,
+tessera scheduler; a gpu-compute pod only gets the scheduler; a
+tessera.io/rightsize: auto pod asking nvidia.com/gpu: 2 is stored with one
+tessera.io/gpu-slice device instead and its ask in
+tessera.io/original-resources, while a recommend pod keeps its nvidia.com/gpu;
+a CPU-only pod,
 and a GPU pod in a namespace without the opt-in label, are stored as sent and
 never reach the webhook (its review counter); with the webhook stopped,
 failurePolicy Fail refuses a GPU-share pod while CPU-only pods are still
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import copy
 import http.client
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,9 +43,9 @@ NS_OFF = "webhook-off"
 SLICE = "tessera.io/gpu-slice"
 
 
-def pod(name: str, ns: str, limits: dict) -> dict:
+def pod(name: str, ns: str, limits: dict, annotations: dict | None = None) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
             "spec": {"automountServiceAccountToken": False,
                      "containers": [{"name": "main", "image": "registry.invalid/e2e:0",
                                      "resources": {"limits": {"cpu": "1", **limits}}}]}}
@@ -134,9 +139,43 @@ def main() -> int:
                       c.get("requests", {}).get(SLICE) == want_slice, str(c.get("requests")))
             check(f"pod {ns_}/{name}: schedulerName {want_sched}",
                   out["spec"].get("schedulerName") == want_sched, out["spec"].get("schedulerName"))
+        # Rightsizing: an auto pod trades its whole GPUs for one slice device; the ask is kept.
+        status, out = api.post(f"/api/v1/namespaces/{NS}/pods",
+                               pod("rightsize-auto", NS, {"nvidia.com/gpu": "2"},
+                                   {"tessera.io/rightsize": "auto"}))
+        if check("pod rightsize-auto created", status == 201,
+                 "" if status == 201 else str(out)[:300]):
+            res = out["spec"]["containers"][0]["resources"]
+            lim, req = res.get("limits", {}), res.get("requests", {})
+            check("rightsize-auto: one slice device in limits and requests, no nvidia.com/gpu",
+                  lim.get(SLICE) == "1" and req.get(SLICE) == "1" and
+                  "nvidia.com/gpu" not in lim and "nvidia.com/gpu" not in req,
+                  f"limits {lim}, requests {req}")
+            ann = out["metadata"].get("annotations", {})
+            try:
+                original = json.loads(ann.get("tessera.io/original-resources", ""))
+            except ValueError:
+                original = None
+            check("rightsize-auto: the ask is stored in tessera.io/original-resources",
+                  isinstance(original, dict) and
+                  original.get("main", {}).get("limits") == {"nvidia.com/gpu": "2"},
+                  str(ann))
+            check("rightsize-auto: schedulerName tessera",
+                  out["spec"].get("schedulerName") == "tessera", out["spec"].get("schedulerName"))
+        status, out = api.post(f"/api/v1/namespaces/{NS}/pods",
+                               pod("rightsize-recommend", NS, {"nvidia.com/gpu": "1"},
+                                   {"tessera.io/rightsize": "recommend"}))
+        if check("pod rightsize-recommend created", status == 201,
+                 "" if status == 201 else str(out)[:300]):
+            lim = out["spec"]["containers"][0]["resources"].get("limits", {})
+            check("rightsize-recommend: nvidia.com/gpu kept, no slice device",
+                  lim.get("nvidia.com/gpu") == "1" and SLICE not in lim and
+                  "tessera.io/original-resources" not in out["metadata"].get("annotations", {}),
+                  f"limits {lim}")
+
         after = reviews(health)
-        check("only the four GPU pods in the opted-in namespace reached the webhook",
-              after - before == 4, f"{after - before} reviews")
+        check("only the six GPU pods in the opted-in namespace reached the webhook",
+              after - before == 6, f"{after - before} reviews")
 
         # Webhook down: failurePolicy Fail refuses GPU-share pods only.
         hook.close()

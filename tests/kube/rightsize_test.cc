@@ -364,6 +364,121 @@ TEST(RightsizeOomTest, NextPodGrowsThenGetsTheAskAndStateSurvivesRestart) {
       8192);
 }
 
+// A pod as the webhook leaves a tessera.io/rightsize: auto pod asking `gpus` whole GPUs: one
+// tessera.io/gpu-slice device, the ask in tessera.io/original-resources.
+Json RewrittenPod(const std::string& name, int gpus, Json ann, const std::string& node = "") {
+  ann[kAnnotationOriginalResources] =
+      Json{{"main", {{"limits", {{"nvidia.com/gpu", std::to_string(gpus)}}}}}}.dump();
+  return PodJson(name, {{kResourceGpuSlice, "1"}}, ann, node);
+}
+
+TEST(RightsizeWebhookTest, RewrittenPodsAreSizedFromTheOriginalAsk) {
+  struct Case {
+    const char* name;
+    int gpus;                    // the original ask
+    std::string recommendation;  // "" = none
+    std::string event_reason;
+    std::string applied_from, applied_to;  // "" = no tessera.io/rightsize-applied
+    AssignmentKind kind;
+    size_t assigned_gpus;
+  };
+  const std::vector<Case> cases = {
+      {"sized down", 1, kMps4G, "Rightsized", R"({"gpus":1})",
+       R"({"compute_pct":30,"memory_mib":4096})", AssignmentKind::kMps, 1},
+      {"two GPUs sized down", 2, kMps4G, "Rightsized", R"({"gpus":2})",
+       R"({"compute_pct":30,"memory_mib":4096})", AssignmentKind::kMps, 1},
+      {"never above the ask", 1, R"({"slice":"whole","model":"H100-80GB","gpus":2})",
+       "RightsizeKept", "", "", AssignmentKind::kExclusive, 1},
+      {"no recommendation: the ask", 2, "", "RightsizeSkipped", "", "", AssignmentKind::kExclusive,
+       2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto core = Core();
+    core->UpsertNode(GpuNodeJson("h", 2));
+    Json ann = {{kAnnotationRightsize, "auto"}};
+    if (!c.recommendation.empty()) ann[kAnnotationRecommendation] = c.recommendation;
+    core->UpsertPod(RewrittenPod("p", c.gpus, ann));
+    const CycleOutput out = core->Cycle(1);
+    const PodEventAction* e = EventFor(out, "p");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->reason, c.event_reason) << e->note;
+    ASSERT_EQ(out.binds.size(), 1u);
+    const auto& b = out.binds[0].annotations;
+    auto applied = b.find(kAnnotationRightsizeApplied);
+    if (c.applied_to.empty()) {
+      EXPECT_EQ(applied, b.end());
+    } else {
+      ASSERT_NE(applied, b.end());
+      const Json j = Json::parse(applied->second);
+      EXPECT_EQ(j["from"].dump(), c.applied_from);
+      EXPECT_EQ(j["to"].dump(), c.applied_to);
+    }
+    auto a = DecodeAssignment(b.at(kAnnotationAssignment));
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->kind, c.kind) << AssignmentKindName(a->kind);
+    EXPECT_EQ(a->gpus.size(), c.assigned_gpus);
+  }
+}
+
+TEST(RightsizeWebhookTest, MoreRewrittenPodsThanGpusAndTheOomBackoffReachesTheAsk) {
+  const Json ann = {{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, kMps4G}};
+  auto core = Core();
+  core->UpsertNode(GpuNodeJson("h", 1));
+  // Three pods that each asked for the node's only GPU all fit as 4 GiB MPS clients.
+  for (const char* name : {"a", "b", "c"}) core->UpsertPod(RewrittenPod(name, 1, ann));
+  auto out = core->Cycle(1);
+  ASSERT_EQ(out.binds.size(), 3u);
+  std::vector<BindAction> bound = out.binds;
+  for (const BindAction& b : bound) {
+    auto a = DecodeAssignment(b.annotations.at(kAnnotationAssignment));
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->kind, AssignmentKind::kMps);
+  }
+  // A restarted scheduler accounts them at their grants (not at the ask, which would not fit).
+  auto restarted = Core();
+  restarted->UpsertNode(GpuNodeJson("h", 1));
+  for (const BindAction& b : bound) {
+    Json a = ann;
+    for (const auto& [k, v] : b.annotations) a[k] = v;
+    restarted->UpsertPod(RewrittenPod(b.name, 1, a, b.node));
+  }
+  EXPECT_EQ(restarted->stats().adopted, 3);
+
+  // Out-of-memory kills of the owner's rewritten pods: grown once, then the ask (one whole GPU).
+  auto oom = [&](const std::string& name, const BindAction& b) {
+    Json a = ann;
+    for (const auto& [k, v] : b.annotations) a[k] = v;
+    Json pod = RewrittenPod(name, 1, a, b.node);
+    pod["status"]["containerStatuses"] = Json::array(
+        {{{"name", "main"},
+          {"restartCount", 1},
+          {"state", {{"running", Json::object()}}},
+          {"lastState", {{"terminated", {{"reason", "OOMKilled"}, {"exitCode", 137}}}}}}});
+    return pod;
+  };
+  auto back = Core();
+  back->UpsertNode(GpuNodeJson("h", 4));
+  back->UpsertPod(RewrittenPod("p1", 1, ann));
+  out = back->Cycle(1);
+  ASSERT_EQ(out.binds.size(), 1u);
+  back->UpsertPod(oom("p1", out.binds[0]));
+  back->UpsertPod(RewrittenPod("p2", 1, ann));
+  out = back->Cycle(2);
+  ASSERT_EQ(out.binds.size(), 1u);
+  EXPECT_EQ(Json::parse(out.binds[0].annotations.at(kAnnotationRightsizeApplied))["reason"],
+            "oom-grown");
+  back->UpsertPod(oom("p2", out.binds[0]));
+  back->UpsertPod(RewrittenPod("p3", 1, ann));
+  out = back->Cycle(3);
+  ASSERT_EQ(out.binds.size(), 1u);
+  EXPECT_EQ(out.binds[0].annotations.count(kAnnotationRightsizeApplied), 0u);
+  auto a3 = DecodeAssignment(out.binds[0].annotations.at(kAnnotationAssignment));
+  ASSERT_TRUE(a3.ok());
+  EXPECT_EQ(a3->kind, AssignmentKind::kExclusive);
+  EXPECT_EQ(a3->gpus.size(), 1u);
+}
+
 TEST(RightsizeOomTest, OwnerOfFollowsTheAdvisorsGrouping) {
   Json pod = PodJson("p", {{"nvidia.com/gpu", "1"}}, Json::object());
   EXPECT_EQ(OwnerOf(pod).Key(), "ml/Deployment/llm");

@@ -269,6 +269,27 @@ TEST(TranslatePod, InvalidRequestsExplainThemselves) {
       {"bad assignment", R"({"nvidia.com/gpu": 1})"_json, none,
        R"({"tessera.io/assignment": "{\"node\": \"a\"}"})"_json,
        "annotation tessera.io/assignment: assignment.kind \"\" unknown"},
+      {"original resources not JSON", R"({"tessera.io/gpu-slice": 1})"_json, none,
+       R"({"tessera.io/original-resources": "{\"main\":"})"_json,
+       "annotation tessera.io/original-resources: must be a non-empty JSON object"},
+      {"original resources without a slice handle", R"({"cpu": 1})"_json, none,
+       R"({"tessera.io/original-resources": "{\"main\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}"})"_json,
+       "annotation tessera.io/original-resources: container \"main\" has no tessera.io/gpu-slice "
+       "handle"},
+      {"original resources the container states",
+       R"({"tessera.io/gpu-slice": 1, "nvidia.com/gpu": 8})"_json, none,
+       R"({"tessera.io/original-resources": "{\"main\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}"})"_json,
+       "annotation tessera.io/original-resources: container \"main\" states nvidia.com/gpu itself"},
+      {"original resources for a missing container", R"({"tessera.io/gpu-slice": 1})"_json, none,
+       R"({"tessera.io/original-resources": "{\"other\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}"})"_json,
+       "annotation tessera.io/original-resources: the pod has no container \"other\""},
+      {"original resources not a GPU", R"({"tessera.io/gpu-slice": 1})"_json, none,
+       R"({"tessera.io/original-resources": "{\"main\":{\"limits\":{\"cpu\":\"64\"}}}"})"_json,
+       "annotation tessera.io/original-resources: container \"main\": \"cpu\" is not a GPU "
+       "resource"},
+      {"original resources malformed count", R"({"tessera.io/gpu-slice": 1})"_json, none,
+       R"({"tessera.io/original-resources": "{\"main\":{\"limits\":{\"nvidia.com/gpu\":\"1.5\"}}}"})"_json,
+       "container \"main\": nvidia.com/gpu must be an integer, got \"1.5\""},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -276,6 +297,41 @@ TEST(TranslatePod, InvalidRequestsExplainThemselves) {
     ASSERT_FALSE(p.ok());
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(p.status().message().substr(0, c.message.size()), c.message) << p.status().message();
+  }
+}
+
+TEST(TranslatePod, OriginalResourcesAreTheRequestOfARewrittenPod) {
+  struct Case {
+    const char* name;
+    Json limits, requests;
+    std::string original;  // tessera.io/original-resources; "" = none
+    int whole_gpus;
+    int64_t memory_mib;
+  };
+  const Json none = Json::object();
+  const std::vector<Case> cases = {
+      {"one GPU", R"({"tessera.io/gpu-slice": "1"})"_json, none,
+       R"({"main":{"limits":{"nvidia.com/gpu":"1"}}})", 1, 0},
+      {"two GPUs, limits and requests", R"({"tessera.io/gpu-slice": "1"})"_json,
+       R"({"tessera.io/gpu-slice": "1"})"_json,
+       R"({"main":{"limits":{"nvidia.com/gpu":"2"},"requests":{"nvidia.com/gpu":"2"}}})", 2, 0},
+      {"requests only", R"({"tessera.io/gpu-slice": "1"})"_json,
+       R"({"tessera.io/gpu-slice": "1"})"_json, R"({"main":{"requests":{"nvidia.com/gpu":"3"}}})",
+       3, 0},
+      {"share resources stay", R"({"tessera.io/gpu-slice": "1", "nvidia.com/gpumem": 3000})"_json,
+       none, R"({"main":{"limits":{"nvidia.com/gpu":"1"}}})", 0, 3000},
+      {"a slice handle alone is no GPU request", R"({"tessera.io/gpu-slice": "1"})"_json, none, "",
+       0, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Json ann = Json::object();
+    if (!c.original.empty()) ann["tessera.io/original-resources"] = c.original;
+    auto p = TranslatePod(PodWith(c.limits, c.requests, ann));
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    EXPECT_EQ(p->gpu.whole_gpus, c.whole_gpus);
+    EXPECT_EQ(p->gpu.memory_mib, c.memory_mib);
+    EXPECT_EQ(p->wants_gpu(), c.whole_gpus > 0 || c.memory_mib > 0);
   }
 }
 

@@ -135,6 +135,180 @@ TEST(WebhookTest, RequestsOnlyAndMissingLimitsGetTheirParentsCreated) {
   EXPECT_EQ(after["spec"]["initContainers"][0]["resources"]["limits"][kResourceGpuSlice], "1");
 }
 
+// A resources object's GPU entries (limits and requests) as "limits.<name>=<value>" lines.
+std::string GpuEntries(const Json& c) {
+  std::string out;
+  if (!c.contains("resources")) return out;
+  for (const char* part : {"limits", "requests"}) {
+    if (!c["resources"].contains(part)) continue;
+    for (const auto& [k, v] : c["resources"][part].items())
+      if (k != "cpu" && k != "memory")
+        out += std::string(part) + "." + k + "=" +
+               (v.is_string() ? v.get<std::string>() : v.dump()) + " ";
+  }
+  return out;
+}
+
+struct RewriteCase {
+  const char* name;
+  Json annotations;               // null: none
+  std::vector<Json> containers;   // name + resources
+  Json init_containers;           // null: none
+  std::vector<std::string> want;  // GpuEntries of each container, then init containers, after
+  Json want_original;             // the tessera.io/original-resources value; null: not added
+};
+
+TEST(WebhookTest, RightsizeAutoPodsTradeWholeGpusForOneSliceDevice) {
+  const Json auto_ann = {{"tessera.io/rightsize", "auto"}};
+  auto c = [](const std::string& name, const Json& resources) {
+    Json out = {{"name", name}, {"image", "cuda"}};
+    if (!resources.is_null()) out["resources"] = resources;
+    return out;
+  };
+  const Json one = {{"limits", {{"nvidia.com/gpu", "1"}}}};
+  const std::vector<RewriteCase> cases = {
+      {"one GPU in limits",
+       auto_ann,
+       {c("main", one)},
+       nullptr,
+       {"limits.tessera.io/gpu-slice=1 "},
+       {{"main", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}},
+      {"two GPUs in limits and requests",
+       auto_ann,
+       {c("main", {{"limits", {{"nvidia.com/gpu", "2"}, {"cpu", "4"}}},
+                   {"requests", {{"nvidia.com/gpu", "2"}}}})},
+       nullptr,
+       {"limits.tessera.io/gpu-slice=1 requests.tessera.io/gpu-slice=1 "},
+       {{"main",
+         {{"limits", {{"nvidia.com/gpu", "2"}}}, {"requests", {{"nvidia.com/gpu", "2"}}}}}}},
+      {"requests only: limits created",
+       auto_ann,
+       {c("main", {{"requests", {{"nvidia.com/gpu", "1"}}}})},
+       nullptr,
+       {"limits.tessera.io/gpu-slice=1 requests.tessera.io/gpu-slice=1 "},
+       {{"main", {{"requests", {{"nvidia.com/gpu", "1"}}}}}}},
+      {"requests only, limits without a GPU",
+       auto_ann,
+       {c("main", {{"limits", {{"cpu", "1"}}}, {"requests", {{"nvidia.com/gpu", "1"}}}})},
+       nullptr,
+       {"limits.tessera.io/gpu-slice=1 requests.tessera.io/gpu-slice=1 "},
+       {{"main", {{"requests", {{"nvidia.com/gpu", "1"}}}}}}},
+      {"HAMi memory beside a whole GPU",
+       auto_ann,
+       {c("main", {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}}}})},
+       nullptr,
+       {"limits.nvidia.com/gpumem=3000 limits.tessera.io/gpu-slice=1 "},
+       {{"main", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}},
+      {"several containers and an init container",
+       auto_ann,
+       {c("a", one), c("b", {{"limits", {{"cpu", "1"}}}}),
+        c("c", {{"limits", {{"nvidia.com/gpu", "3"}}}})},
+       Json::array({c("init", one)}),
+       {"limits.tessera.io/gpu-slice=1 ", "", "limits.tessera.io/gpu-slice=1 ",
+        "limits.tessera.io/gpu-slice=1 "},
+       {{"a", {{"limits", {{"nvidia.com/gpu", "1"}}}}},
+        {"c", {{"limits", {{"nvidia.com/gpu", "3"}}}}},
+        {"init", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}},
+      {"recommend is not rewritten",
+       {{"tessera.io/rightsize", "recommend"}},
+       {c("main", one)},
+       nullptr,
+       {"limits.nvidia.com/gpu=1 "},
+       nullptr},
+      {"off is not rewritten",
+       {{"tessera.io/rightsize", "off"}},
+       {c("main", one)},
+       nullptr,
+       {"limits.nvidia.com/gpu=1 "},
+       nullptr},
+      {"no rightsize annotation",
+       nullptr,
+       {c("main", one)},
+       nullptr,
+       {"limits.nvidia.com/gpu=1 "},
+       nullptr},
+      {"already rewritten",
+       {{"tessera.io/rightsize", "auto"},
+        {"tessera.io/original-resources", R"({"main":{"limits":{"nvidia.com/gpu":"1"}}})"}},
+       {c("main", one)},
+       nullptr,
+       {"limits.nvidia.com/gpu=1 "},
+       nullptr},
+      {"MIG is left alone",
+       auto_ann,
+       {c("main", {{"limits", {{"nvidia.com/mig-1g.10gb", "1"}}}})},
+       nullptr,
+       {"limits.nvidia.com/mig-1g.10gb=1 "},
+       nullptr},
+      {"zero GPUs are left alone",
+       auto_ann,
+       {c("main", {{"limits", {{"nvidia.com/gpu", "0"}}}})},
+       nullptr,
+       {"limits.nvidia.com/gpu=0 "},
+       nullptr},
+      {"a malformed count is left for the scheduler to report",
+       auto_ann,
+       {c("main", {{"limits", {{"nvidia.com/gpu", "1.5"}}}})},
+       nullptr,
+       {"limits.nvidia.com/gpu=1.5 "},
+       nullptr},
+      {"a container with a slice handle is left alone",
+       auto_ann,
+       {c("main", {{"limits", {{"nvidia.com/gpu", "1"}, {kResourceGpuSlice, "1"}}}})},
+       nullptr,
+       {"limits.nvidia.com/gpu=1 limits.tessera.io/gpu-slice=1 "},
+       nullptr},
+      {"a memory share still gets its handle",
+       auto_ann,
+       {c("main", {{"limits", {{"tessera.io/gpu-memory", "4Gi"}}}})},
+       nullptr,
+       {"limits.tessera.io/gpu-memory=4Gi limits.tessera.io/gpu-slice=1 "},
+       nullptr},
+  };
+  for (const RewriteCase& rc : cases) {
+    SCOPED_TRACE(rc.name);
+    Json pod = Pod(rc.containers);
+    if (!rc.annotations.is_null()) pod["metadata"]["annotations"] = rc.annotations;
+    if (!rc.init_containers.is_null()) pod["spec"]["initContainers"] = rc.init_containers;
+    WebhookOutcome outcome;
+    auto reply = ReviewPod(Review(pod), {}, &outcome);
+    ASSERT_TRUE(reply.ok()) << reply.status().message();
+    const Json after = Apply(pod, *reply);
+    std::vector<std::string> got;
+    for (const Json& ct : after["spec"]["containers"]) got.push_back(GpuEntries(ct));
+    if (after["spec"].contains("initContainers"))
+      for (const Json& ct : after["spec"]["initContainers"]) got.push_back(GpuEntries(ct));
+    EXPECT_EQ(got, rc.want);
+    const Json& ann = after["metadata"].contains("annotations") ? after["metadata"]["annotations"]
+                                                                : Json::object();
+    const bool added = !rc.want_original.is_null();
+    EXPECT_EQ(outcome.containers_rewritten, added ? static_cast<int>(rc.want_original.size()) : 0);
+    if (added) {
+      ASSERT_TRUE(ann.contains(kAnnotationOriginalResources));
+      EXPECT_EQ(Json::parse(ann[kAnnotationOriginalResources].get<std::string>()),
+                rc.want_original);
+      // Every other annotation and field outside the GPU resources is as it was.
+      Json back = after;
+      back["metadata"]["annotations"].erase(kAnnotationOriginalResources);
+      EXPECT_EQ(back["metadata"], pod["metadata"]);
+      // The scheduler reads the original ask back from the annotation.
+      auto before_req = TranslatePod(pod);
+      auto after_req = TranslatePod(after);
+      ASSERT_TRUE(before_req.ok() && after_req.ok()) << after_req.status().message();
+      EXPECT_EQ(after_req->gpu, before_req->gpu);
+      EXPECT_EQ(after_req->demand.num_gpu, before_req->demand.num_gpu);
+      EXPECT_EQ(after_req->demand.gpu_milli, before_req->demand.gpu_milli);
+    } else if (!(pod["metadata"].contains("annotations") &&
+                 pod["metadata"]["annotations"].contains(kAnnotationOriginalResources))) {
+      EXPECT_FALSE(ann.contains(kAnnotationOriginalResources));
+    }
+    // A second pass over the patched pod changes nothing.
+    auto again = ReviewPod(Review(after), {});
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->at("response").contains("patch"));
+  }
+}
+
 TEST(WebhookTest, SchedulerNameIsSetOnlyForGpuPodsOnTheDefaultScheduler) {
   WebhookConfig cfg;
   cfg.scheduler_name = "tessera";
