@@ -81,6 +81,13 @@ int main(int argc, char** argv) {
       ->default_val(0);
   app.add_flag("--prefer-mig", prefer_mig,
                "Prefer MIG profiles to smaller MPS shares (AdvisorConfig::prefer_mig)");
+  bool no_preempt = false, no_other_models = false;
+  app.add_flag("--no-preempt", no_preempt,
+               "Re-admissions after a kill never displace later workloads "
+               "(AdvisorConfig::oom_preempt = false)");
+  app.add_flag("--no-other-models", no_other_models,
+               "Admission never falls back to other models of the set "
+               "(AdvisorConfig::admit_on_other_models = false)");
   CLI11_PARSE(app, argc, argv);
   std::vector<uint64_t> seeds = {static_cast<uint64_t>(seed)};
   if (!seeds_text.empty()) {
@@ -98,6 +105,8 @@ int main(int argc, char** argv) {
   AdvisorConfig cfg;
   cfg.prefer_mig = prefer_mig;
   cfg.oom_reserve_gpus = reserve;
+  cfg.oom_preempt = !no_preempt;
+  cfg.admit_on_other_models = !no_other_models;
   if (Status st = ValidateConfig(cfg); !st.ok()) {
     std::fprintf(stderr, "tessera-bench-advisor: %s\n", st.message().c_str());
     return 1;
@@ -105,9 +114,10 @@ int main(int argc, char** argv) {
   const PriceTable prices = DefaultPriceTable();
   nlohmann::json per_seed = nlohmann::json::array();
   double worst_cover = 1e9, worst_over = -1e9, worst_ratio = 1e9, freed_sum = 0;
-  int oom_sum = 0, worst_retries = 0, unrecovered = 0;
-  std::printf("%8s %9s %8s %9s %8s %10s %9s %5s %8s %6s\n", "seed", "covered%", "over%",
-              "over_all%", "freed", "save$/h", "fit o/a", "ratio", "ooms", "retry");
+  double worst_running = 1e9;
+  int oom_sum = 0, worst_retries = 0, unrecovered = 0, displaced_waiting = 0;
+  std::printf("%8s %9s %8s %9s %8s %10s %9s %5s %8s %6s %6s\n", "seed", "covered%", "over%",
+              "over_all%", "freed", "save$/h", "fit o/a", "ratio", "ooms", "retry", "run");
   for (uint64_t s : seeds) {
     GeneratorConfig gc;
     gc.workloads = static_cast<int>(workloads);
@@ -134,11 +144,11 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tessera-bench-advisor: %s\n", loop.status().message().c_str());
       return 1;
     }
-    std::printf("%8llu %9.2f %8.2f %9.2f %8.2f %10.2f %4d/%-4d %5.2f %8zu %6d\n",
+    std::printf("%8llu %9.2f %8.2f %9.2f %8.2f %10.2f %4d/%-4d %5.2f %8zu %6d %6.2f\n",
                 static_cast<unsigned long long>(s), ev.covered_pct, ev.median_overprovision_pct,
                 ev.median_overprovision_all_pct, rep->gpus_freed, rep->savings_per_hour,
                 loop->fit_original, loop->fit_auto, loop->auto_fit_ratio, loop->oom.size(),
-                loop->max_retries_per_oom);
+                loop->max_retries_per_oom, loop->running_fit_ratio);
     for (const std::string& u : ev.uncovered) {
       // The archetype and the prediction behind each miss, to tell growth, spikes and new levels
       // apart.
@@ -153,7 +163,19 @@ int main(int argc, char** argv) {
                  FormatDecimal(r.memory_trend_per_period, 0) + " MiB/period";
       std::printf("         uncovered %s (%s)\n", u.c_str(), why.c_str());
     }
+    nlohmann::json oom = nlohmann::json::array();
+    for (const OomEvent& e : loop->oom)
+      oom.push_back({{"key", e.key},
+                     {"granted_mib", e.granted_mib},
+                     {"true_peak_mib", e.true_peak_mib},
+                     {"regranted_mib", e.regranted_mib},
+                     {"retries", e.retries},
+                     {"recovered", e.recovered},
+                     {"displaced", e.displaced},
+                     {"displaced_readmitted", e.displaced_readmitted}});
     worst_cover = std::min(worst_cover, ev.covered_pct);
+    worst_running = std::min(worst_running, loop->running_fit_ratio);
+    displaced_waiting += loop->displaced_waiting;
     worst_over = std::max(worst_over, ev.median_overprovision_pct);
     worst_ratio = std::min(worst_ratio, loop->auto_fit_ratio);
     worst_retries = std::max(worst_retries, loop->max_retries_per_oom);
@@ -182,6 +204,10 @@ int main(int argc, char** argv) {
                         {"oom_events", loop->oom.size()},
                         {"max_retries_per_oom", loop->max_retries_per_oom},
                         {"unrecovered_oom", loop->unrecovered},
+                        {"displaced_waiting", loop->displaced_waiting},
+                        {"fit_auto_running", loop->fit_auto_running},
+                        {"running_fit_ratio", loop->running_fit_ratio},
+                        {"oom", oom},
                         {"uncovered", ev.uncovered}});
   }
   nlohmann::json out = {{"covered_pct", worst_cover},
@@ -191,6 +217,8 @@ int main(int argc, char** argv) {
                         {"oom_events", oom_sum},
                         {"max_retries_per_oom", worst_retries},
                         {"unrecovered_oom", unrecovered},
+                        {"displaced_waiting", displaced_waiting},
+                        {"running_fit_ratio", worst_running},
                         {"seeds", seeds},
                         {"workloads", workloads},
                         {"days", days},
@@ -198,6 +226,8 @@ int main(int argc, char** argv) {
                         {"loop_gpu_fraction", loop_fraction},
                         {"prefer_mig", prefer_mig},
                         {"oom_reserve_gpus", reserve},
+                        {"oom_preempt", cfg.oom_preempt},
+                        {"admit_on_other_models", cfg.admit_on_other_models},
                         {"growth_share_scale", growth_share},
                         {"growth_rate_scale", growth_rate},
                         {"spike_rate_scale", spike_rate},

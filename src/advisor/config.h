@@ -72,6 +72,14 @@ struct AdvisorConfig {
   // Idle GPUs per model that auto-sized admissions leave for re-admissions after a kill (0: a
   // full cluster makes a killed workload wait for room).
   int64_t oom_reserve_gpus = 0;
+  // Closed loop: a re-admission after a kill that finds no room displaces one workload admitted
+  // after it (admission order is the priority); the displaced workload is admitted again where
+  // it finds room, or waits.
+  bool oom_preempt = true;
+  // Closed loop: a resized single-GPU share whose own and recommended models have no room is
+  // admitted with the same memory limit on another model of the set where its compute fits
+  // (other_model_max_compute), the least capable first.
+  bool admit_on_other_models = true;
   // Time-slice replicas one GPU advertises (the device plugin's `replicas`).
   int64_t timeslice_max_replicas = 8;
   // MPS clients per GPU (Volta and later).
