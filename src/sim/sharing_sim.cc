@@ -688,7 +688,8 @@ std::string SharingTable(const SharingScenario& scenario, uint64_t seed,
          std::to_string(SharingGpuCount(scenario)) + " GPUs, " + std::to_string(arrived) +
          " workloads over " + std::to_string(scenario.horizon_s) +
          " s (timeslice N=" + std::to_string(scenario.timeslice_replicas) +
-         ", mps N=" + std::to_string(scenario.mps_clients) + ")\n";
+         ", mps N=" + std::to_string(scenario.mps_clients) +
+         (scenario.tessera_protection == "on" ? ", tessera node protection on" : "") + ")\n";
   auto row = [&](const std::string& label,
                  const std::function<std::string(const SharingMetrics&)>& f) {
     char buf[64];
@@ -758,6 +759,7 @@ std::string SharingJson(const SharingScenario& scenario, uint64_t seed,
   j["gpus"] = SharingGpuCount(scenario);
   j["timeslice_replicas"] = scenario.timeslice_replicas;
   j["mps_clients"] = scenario.mps_clients;
+  j["tessera_protection"] = scenario.tessera_protection;
   ordered_json strategies = ordered_json::object();
   for (const SharingMetrics& m : results) {
     ordered_json o;

@@ -620,6 +620,7 @@ TEST(SharingSimTest, DeterministicAndJsonHasTheFixedFields) {
   const nlohmann::json j = nlohmann::json::parse(ja);
   EXPECT_EQ(j["scenario"], "sharing-small");
   EXPECT_EQ(j["seed"], 3);
+  EXPECT_EQ(j["tessera_protection"], "off");
   for (const std::string& name : SharingStrategyNames()) {
     ASSERT_TRUE(j["strategies"].contains(name)) << name;
     for (const char* key :
