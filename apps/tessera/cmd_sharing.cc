@@ -19,7 +19,7 @@ namespace {
 
 struct SharingArgs {
   std::string scenario, json, strategies = "exclusive,static-mig,timeslice,mps,tessera", seed;
-  std::string mig_out;
+  std::string mig_out, protection;
   bool seed_given = false;
 };
 
@@ -43,8 +43,12 @@ int RunSimSharing(const SharingArgs& a) {
     if (!std::filesystem::is_directory(a.mig_out, ec))
       return Fail(IoError("--mig-out: '" + a.mig_out + "' is not a directory"));
   }
+  if (!a.protection.empty() && a.protection != "off" && a.protection != "on")
+    return Fail(
+        InvalidArgument("--tessera-protection: '" + a.protection + "' is not one of off, on"));
   auto scenario = ReadSharingScenario(a.scenario);
   if (!scenario.ok()) return Fail(scenario.status());
+  if (!a.protection.empty()) scenario->tessera_protection = a.protection;
   const uint64_t seed = seed_flag.value_or(scenario->seed);
   auto results = CompareSharing(*scenario, seed, *strategies);
   if (!results.ok()) return Fail(results.status());
@@ -89,6 +93,9 @@ void AddSimSharingCommand(CLI::App& sim, int& rc) {
   s->add_option("--mig-out", args->mig_out,
                 "Existing directory: write tessera's MIG changes (mig-diff.log) and each MIG "
                 "node's final state as an NVIDIA mig-parted config (<node>.mig-parted.yaml)");
+  s->add_option("--tessera-protection", args->protection,
+                "Tessera's node protection for multi-GPU jobs: off, on (default: the "
+                "scenario's strategies.tessera_protection, else off)");
   s->callback([args, seed, &rc] {
     args->seed_given = seed->count() > 0;
     rc = RunSimSharing(*args);

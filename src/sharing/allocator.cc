@@ -1,5 +1,8 @@
 #include "sharing/allocator.h"
 
+#include <algorithm>
+#include <tuple>
+
 namespace tessera {
 namespace {
 
@@ -23,24 +26,104 @@ double PlannedCost(const ClusterState& c, const MigReconfig& r, const SliceDeman
 Status ValidateSharingConfig(const SharingConfig& c) {
   if (c.planner.window < 0) return InvalidArgument("planner.window must not be negative");
   if (c.max_reserved_nodes < 0) return InvalidArgument("max_reserved_nodes must not be negative");
+  if (!(c.protect_half_life_s >= 600 && c.protect_half_life_s <= 7 * 86400.0))
+    return InvalidArgument("protect_half_life_s must be in [600, 604800]");
+  if (!(c.protect_duration_prior_s >= 60 && c.protect_duration_prior_s <= 30 * 86400.0))
+    return InvalidArgument("protect_duration_prior_s must be in [60, 2592000]");
+  if (!(c.max_protected_share >= 0 && c.max_protected_share <= 1))
+    return InvalidArgument("max_protected_share must be in [0, 1]");
   if (!c.selector.allow_mig && c.reconfigure_mig)
     return InvalidArgument("reconfigure_mig needs selector.allow_mig");
   return Status::Ok();
 }
 
 SharingAllocator::SharingAllocator(SharingConfig config)
-    : config_(config), selector_(config.selector), planner_(config.planner) {}
+    : config_(config),
+      forecast_(config.protect_half_life_s, config.protect_duration_prior_s),
+      selector_(config.selector),
+      planner_(config.planner) {}
 
 void SharingAllocator::Observe(const SliceDemand& d) {
   planner_.Observe(d);
 }
 
-const std::vector<uint8_t>* SharingAllocator::Allowed(const ClusterState& cluster, WorkloadId id) {
-  if (reserved_.empty()) return nullptr;
+void SharingAllocator::Observe(const SliceDemand& d, double now_s) {
+  planner_.Observe(d);
+  AdvanceClock(now_s);
+  forecast_.Arrival(d.whole_gpus, now_s_);
+  if (d.whole_gpus > 1) {
+    if (d.models == 0) multi_any_model_ = true;
+    multi_models_ |= d.models;
+    multi_min_gpus_ = multi_min_gpus_ == 0 ? d.whole_gpus : std::min(multi_min_gpus_, d.whole_gpus);
+  }
+}
+
+size_t SharingAllocator::protected_nodes() const {
+  return static_cast<size_t>(std::count(protected_.begin(), protected_.end(), 1));
+}
+
+const std::vector<uint8_t>* SharingAllocator::Allowed(const ClusterState& cluster, WorkloadId id,
+                                                      Scope scope) {
+  const bool any_protected = protected_nodes() > 0;
+  if (reserved_.empty() && (scope == Scope::kAll || !any_protected)) return nullptr;
   allowed_buf_.assign(cluster.num_nodes(), 1);
+  if (scope != Scope::kAll) {
+    for (NodeIdx n = 0; n < allowed_buf_.size(); ++n)
+      allowed_buf_[n] = is_protected(n) == (scope == Scope::kProtected);
+  }
   for (const auto& [owner, n] : reserved_)
     if (owner != id && n < allowed_buf_.size()) allowed_buf_[n] = 0;
   return &allowed_buf_;
+}
+
+void SharingAllocator::UpdateProtection(const ClusterState& cluster) {
+  for (auto it = multi_running_.begin(); it != multi_running_.end();) {
+    if (cluster.Find(it->first) != nullptr) {
+      ++it;
+      continue;
+    }
+    forecast_.Finished(it->first, now_s_);
+    it = multi_running_.erase(it);
+  }
+  protected_.resize(cluster.num_nodes(), 0);
+  forecast_gpus_ = config_.protect_nodes ? forecast_.GpusNeeded(now_s_) : 0;
+  if (forecast_gpus_ <= 0) {
+    std::fill(protected_.begin(), protected_.end(), 0);
+    return;
+  }
+  // Eligible: nodes a multi-GPU job could use. Order: nodes already running one (their other
+  // GPUs are the cheapest room for the next), nodes protected before (no churn), then the
+  // emptiest nodes (they drain first).
+  struct Cand {
+    int has_multi, was, clients;
+    NodeIdx n;
+  };
+  std::vector<Cand> cands;
+  std::vector<uint8_t> has_multi(cluster.num_nodes(), 0);
+  for (const auto& [id, n] : multi_running_)
+    if (n < has_multi.size()) has_multi[n] = 1;
+  for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    const GpuModelId m = cluster.spec(n).model;
+    if (cluster.gpu_count(n) < std::max(2, multi_min_gpus_)) continue;
+    if (!multi_any_model_ && !(m < 64 && ((multi_models_ >> m) & 1))) continue;
+    int clients = 0;
+    for (int g = 0; g < cluster.gpu_count(n); ++g) clients += cluster.gpu(n, g).clients;
+    cands.push_back({has_multi[n] ? 0 : 1, protected_[n] ? 0 : 1, clients, n});
+  }
+  std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    return std::tie(a.has_multi, a.was, a.clients, a.n) <
+           std::tie(b.has_multi, b.was, b.clients, b.n);
+  });
+  const size_t cap = static_cast<size_t>(config_.max_protected_share * cands.size());
+  std::fill(protected_.begin(), protected_.end(), 0);
+  double gpus = 0;
+  // A node is added while the forecast exceeds the protected GPUs by at least half the smallest
+  // multi-GPU demand seen: a fading forecast protects nothing.
+  const double slack = 0.5 * std::max(2, multi_min_gpus_);
+  for (size_t i = 0; i < cands.size() && i < cap && gpus + slack <= forecast_gpus_; ++i) {
+    protected_[cands[i].n] = 1;
+    gpus += cluster.gpu_count(cands[i].n);
+  }
 }
 
 void SharingAllocator::Reserve(const ClusterState& cluster, WorkloadId id, const SliceDemand& d) {
@@ -71,10 +154,20 @@ void SharingAllocator::Reserve(const ClusterState& cluster, WorkloadId id, const
 }
 
 PlaceOutcome SharingAllocator::Place(ClusterState& cluster, WorkloadId id, const SliceDemand& d) {
-  PlaceOutcome out = PlaceOn(cluster, id, d, Allowed(cluster, id));
+  UpdateProtection(cluster);
   const bool multi = d.whole_gpus > 1;
+  const bool any_protected = protected_nodes() > 0;
+  PlaceOutcome out;
+  if (multi && any_protected)
+    out = PlaceOn(cluster, id, d, Allowed(cluster, id, Scope::kProtected));
+  if (!out.placed)
+    out = PlaceOn(cluster, id, d, Allowed(cluster, id, multi ? Scope::kAll : Scope::kUnprotected));
   if (out.placed) {
     reserved_.erase(id);
+    if (multi) {
+      multi_running_[id] = out.assignment.node;
+      forecast_.Started(id, now_s_);
+    }
   } else if (multi && config_.max_reserved_nodes > 0) {
     Reserve(cluster, id, d);
   }

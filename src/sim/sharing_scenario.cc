@@ -29,6 +29,10 @@ constexpr double kMaxGpuMemoryGib = 4096;
 constexpr double kMinGpuMemoryGib = 0.01;
 constexpr int64_t kMaxSeconds = 1000000000;
 
+bool ValidTesseraProtection(const std::string& m) {
+  return m == "off" || m == "on";
+}
+
 // Validates the parsed document against the schema, with positions for the errors.
 class Reader : public JsonSchemaReader {
  public:
@@ -324,10 +328,15 @@ Result<SharingScenario> ParseSharingScenario(std::string_view text, std::string_
 
   if (doc.contains("strategies")) {
     const json& st = doc.at("strategies");
-    TESSERA_RETURN_IF_ERROR(r.Object(st, "strategies", {"timeslice_replicas", "mps_clients"}, {}));
+    TESSERA_RETURN_IF_ERROR(r.Object(
+        st, "strategies", {"timeslice_replicas", "mps_clients", "tessera_protection"}, {}));
     TESSERA_RETURN_IF_ERROR(
         r.IntKey(st, "timeslice_replicas", "strategies", 1, 48, &s.timeslice_replicas));
     TESSERA_RETURN_IF_ERROR(r.IntKey(st, "mps_clients", "strategies", 1, 48, &s.mps_clients));
+    TESSERA_RETURN_IF_ERROR(
+        r.String(st, "tessera_protection", "strategies", &s.tessera_protection));
+    if (!ValidTesseraProtection(s.tessera_protection))
+      return r.Error(JsonChild("strategies", "tessera_protection"), "must be \"off\" or \"on\"");
   }
 
   const json& wl = doc.at("workloads");

@@ -85,6 +85,9 @@ struct SharingScenario {
   std::vector<SharingNodeGroup> node_groups;
   int timeslice_replicas = 4;
   int mps_clients = 4;
+  // The tessera strategy's node protection for multi-GPU jobs (SharingConfig::protect_nodes):
+  // "off" or "on".
+  std::string tessera_protection = "off";
   std::vector<SharingPhase> phases;  // non-empty, first at 0, starts ascending
   std::vector<SharingClass> classes;
 };

@@ -38,7 +38,10 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual Status Init(ClusterState&) { return Status::Ok(); }
-  virtual void Observe(const SliceDemand&) {}
+  // A workload arrived at `t`.
+  virtual void Observe(const SliceDemand&, SimTime) {}
+  // The next Place calls happen at `t`.
+  virtual void Clock(SimTime) {}
   virtual Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                              Placement* out) = 0;
   // The workload placed as `base` gave up waiting; it is not retried.
@@ -242,7 +245,11 @@ class ReplicaStrategy final : public Strategy {
 
 class TesseraStrategy final : public Strategy {
  public:
-  void Observe(const SliceDemand& d) override { alloc_.Observe(d); }
+  explicit TesseraStrategy(SharingConfig config) : alloc_(config) {}
+  void Observe(const SliceDemand& d, SimTime t) override {
+    alloc_.Observe(d, static_cast<double>(t));
+  }
+  void Clock(SimTime t) override { alloc_.AdvanceClock(static_cast<double>(t)); }
   void GaveUp(WorkloadId base) override { alloc_.Forget(base); }
 
   Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
@@ -285,7 +292,11 @@ Result<std::unique_ptr<Strategy>> MakeStrategy(const SharingScenario& s, const s
     limits->mps_max_clients = s.mps_clients;
     return std::unique_ptr<Strategy>(new ReplicaStrategy(SliceKind::kMps, s.mps_clients));
   }
-  if (name == "tessera") return std::unique_ptr<Strategy>(new TesseraStrategy());
+  if (name == "tessera") {
+    SharingConfig config;
+    config.protect_nodes = s.tessera_protection == "on";
+    return std::unique_ptr<Strategy>(new TesseraStrategy(config));
+  }
   std::string known;
   for (const auto& n : SharingStrategyNames()) known += (known.empty() ? "" : ", ") + n;
   return InvalidArgument("unknown strategy '" + name + "' (known: " + known + ")");
@@ -393,6 +404,7 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   const SharingWorkload& w = w_[wi];
   const int64_t before = c_.reconfigurations();
   Placement p;
+  strategy_.Clock(t);
   auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &p);
   if (!placed.ok()) return placed.status();
   for (const MigReconfig& r : p.reconfigs) {
@@ -563,7 +575,7 @@ Result<SharingMetrics> Simulation::Run() {
       }
     } else {
       ++m_.arrived_by_class[w.cls];
-      strategy_.Observe(w.demand);
+      strategy_.Observe(w.demand, e.t);
       auto placed = TryPlace(e.w, e.t);
       if (!placed.ok()) return placed.status();
       if (!*placed) {
@@ -676,7 +688,8 @@ std::string SharingTable(const SharingScenario& scenario, uint64_t seed,
          std::to_string(SharingGpuCount(scenario)) + " GPUs, " + std::to_string(arrived) +
          " workloads over " + std::to_string(scenario.horizon_s) +
          " s (timeslice N=" + std::to_string(scenario.timeslice_replicas) +
-         ", mps N=" + std::to_string(scenario.mps_clients) + ")\n";
+         ", mps N=" + std::to_string(scenario.mps_clients) +
+         (scenario.tessera_protection == "on" ? ", tessera node protection on" : "") + ")\n";
   auto row = [&](const std::string& label,
                  const std::function<std::string(const SharingMetrics&)>& f) {
     char buf[64];
@@ -746,6 +759,7 @@ std::string SharingJson(const SharingScenario& scenario, uint64_t seed,
   j["gpus"] = SharingGpuCount(scenario);
   j["timeslice_replicas"] = scenario.timeslice_replicas;
   j["mps_clients"] = scenario.mps_clients;
+  j["tessera_protection"] = scenario.tessera_protection;
   ordered_json strategies = ordered_json::object();
   for (const SharingMetrics& m : results) {
     ordered_json o;

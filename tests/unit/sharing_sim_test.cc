@@ -31,7 +31,9 @@ SharingScenario MustParse(const std::string& text) {
 }
 
 TEST(SharingScenarioTest, ReadsTheBenchScenarios) {
-  for (const char* name : {"sharing-small.json", "sharing-mixed.json"}) {
+  for (const char* name :
+       {"sharing-small.json", "sharing-mixed.json", "sharing-steady-training.json",
+        "sharing-long-evening.json", "sharing-fewer-80gb.json", "sharing-no-training.json"}) {
     auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/" + name);
     ASSERT_TRUE(s.ok()) << s.status().message();
     EXPECT_FALSE(s->classes.empty());
@@ -53,6 +55,10 @@ TEST(SharingScenarioTest, Defaults) {
   EXPECT_EQ(s.seed, 1u);
   EXPECT_EQ(s.timeslice_replicas, 4);
   EXPECT_EQ(s.mps_clients, 4);
+  EXPECT_EQ(s.tessera_protection, "off");
+  EXPECT_EQ(MustParse(Doc(kNodes, kClass, R"("strategies": {"tessera_protection": "on"}, )"))
+                .tessera_protection,
+            "on");
   ASSERT_EQ(s.phases.size(), 1u);
   EXPECT_EQ(s.phases[0].multipliers, std::vector<double>{1.0});
   const SharingClass& c = s.classes[0];
@@ -122,6 +128,10 @@ TEST(SharingScenarioTest, RejectsBadInput) {
       {Doc(n, c, R"("strategies": {"timeslice_replicas": 0}, )"),
        {"strategies.timeslice_replicas: must be in 1..48"}},
       {Doc(n, c, R"("strategies": {"mig": 1}, )"), {"strategies.mig: unknown key 'mig'"}},
+      {Doc(n, c, R"("strategies": {"tessera_protection": "yes"}, )"),
+       {"strategies.tessera_protection: must be \"off\" or \"on\""}},
+      {Doc(n, c, R"("strategies": {"tessera_protection": true}, )"),
+       {"strategies.tessera_protection: must be a string"}},
       {Doc(n, c, R"("seed": -1, )"), {"seed: must be a non-negative integer"}},
       {Doc(n, cls(R"("memory_gib": [30, 20])")),
        {"t.json:1:", "workloads.classes[0].memory_gib: low end 30 exceeds high end 20"}},
@@ -554,6 +564,49 @@ TEST(SharingSimTest, AcceptanceOnTheMixedScenario) {
   ExpectAcceptance(Compare("sharing-mixed.json"));
 }
 
+SharingMetrics Tessera(const std::string& file, const std::string& protection) {
+  auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/" + file);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  s->tessera_protection = protection;
+  auto r = CompareSharing(*s, s->seed, {"tessera"});
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() && r->size() == 1 ? r->front() : SharingMetrics{};
+}
+
+int64_t PlacedOf(const SharingScenario& s, const SharingMetrics& m, const std::string& cls) {
+  for (size_t i = 0; i < s.classes.size(); ++i)
+    if (s.classes[i].name == cls && i < m.placed_by_class.size()) return m.placed_by_class[i];
+  return -1;
+}
+
+// Node protection only acts on observed multi-GPU demand: without any, tessera is unchanged.
+TEST(SharingSimTest, NodeProtectionCostsNothingWithoutMultiGpuDemand) {
+  const SharingMetrics off = Tessera("sharing-no-training.json", "off");
+  const SharingMetrics on = Tessera("sharing-no-training.json", "on");
+  EXPECT_GT(off.placed, 0);
+  EXPECT_EQ(on.placed, off.placed);
+  EXPECT_EQ(on.placed_by_class, off.placed_by_class);
+  EXPECT_EQ(on.reconfigurations, off.reconfigurations);
+  EXPECT_EQ(on.p95_wait_s, off.p95_wait_s);
+}
+
+// With steady multi-GPU demand, protection places more training jobs, still without isolation
+// violations or oversubscribed memory.
+TEST(SharingSimTest, NodeProtectionPlacesMoreSteadyTraining) {
+  auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) +
+                               "/bench/scenarios/sharing-steady-training.json");
+  ASSERT_TRUE(s.ok());
+  const SharingMetrics off = Tessera("sharing-steady-training.json", "off");
+  const SharingMetrics on = Tessera("sharing-steady-training.json", "on");
+  EXPECT_GT(PlacedOf(*s, on, "training"), PlacedOf(*s, off, "training"));
+  for (const SharingMetrics* m : {&off, &on}) {
+    EXPECT_EQ(m->isolation_violations, 0);
+    EXPECT_EQ(m->memory_oversubscribed, 0);
+    EXPECT_EQ(m->disturbed, 0);
+  }
+}
+
 TEST(SharingSimTest, DeterministicAndJsonHasTheFixedFields) {
   auto s =
       ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/sharing-small.json");
@@ -567,6 +620,7 @@ TEST(SharingSimTest, DeterministicAndJsonHasTheFixedFields) {
   const nlohmann::json j = nlohmann::json::parse(ja);
   EXPECT_EQ(j["scenario"], "sharing-small");
   EXPECT_EQ(j["seed"], 3);
+  EXPECT_EQ(j["tessera_protection"], "off");
   for (const std::string& name : SharingStrategyNames()) {
     ASSERT_TRUE(j["strategies"].contains(name)) << name;
     for (const char* key :
