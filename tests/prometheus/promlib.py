@@ -308,3 +308,34 @@ def extender(procs, tessera, workdir):
 
     wait_for("tessera extender /metrics", served, timeout=60)
     return url
+
+
+def webhook(procs, tessera, workdir):
+    """`tessera webhook --insecure` on loopback after one pod review; returns its /metrics URL."""
+    port = free_port()
+    log = open(os.path.join(workdir, "webhook.log"), "w")
+    p = procs.start([tessera, "webhook", "--insecure", "--listen", f"127.0.0.1:{port}"],
+                    stderr=log)
+    base = f"http://127.0.0.1:{port}"
+
+    def served():
+        if p.poll() is not None:
+            raise RuntimeError("tessera webhook exited: " + open(log.name).read()[-2000:])
+        return http_get(base + "/healthz", timeout=2)[0] == 200
+
+    wait_for("tessera webhook /healthz", served, timeout=60)
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "share", "namespace": "ml"},
+           "spec": {"containers": [{"name": "c", "resources": {
+               "limits": {"tessera.io/gpu-memory": "8Gi"}}}]}}
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": "review-1", "operation": "CREATE",
+                          "kind": {"group": "", "version": "v1", "kind": "Pod"}, "object": pod}}
+    req = urllib.request.Request(base + "/mutate-pods", data=json.dumps(review).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        answer = json.load(r)
+    if not answer.get("response", {}).get("patch"):
+        raise RuntimeError(f"tessera webhook did not patch a GPU-memory pod: {answer}")
+    return base + "/metrics"
+

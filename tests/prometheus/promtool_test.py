@@ -7,7 +7,8 @@
       against a copy without annotations; checks that the unit tests name every alert.
   promtool_test.py metrics TESSERA
       `promtool check metrics` (the exposition format and its lint) on the real /metrics of
-      `tessera scheduler` (against a minimal API server) and of `tessera extender`.
+      `tessera scheduler` (against a minimal API server), of `tessera extender` and of
+      `tessera webhook` (after one pod review, whose patch it counts).
   promtool_test.py agent TESSERA FAKE_NVML_DIR NODE_CONFIG
       the same on the /metrics of `tessera agent` running over the fake libnvidia-ml.so.1 of
       tests/agent (node NODE_CONFIG, against a minimal API server; no kubelet, so the device
@@ -114,6 +115,12 @@ def metrics(tessera):
                 if want not in body:
                     failures.append(f"tessera scheduler /metrics lacks {want!r}")
         failures += check_metrics("tessera extender", promlib.extender(procs, tessera, tmp))
+        url = promlib.webhook(procs, tessera, tmp)
+        failures += check_metrics("tessera webhook", url)
+        _, body = promlib.http_get(url)
+        for want in ("tessera_webhook_containers_patched_total 1",):
+            if want not in body:
+                failures.append(f"tessera webhook /metrics lacks {want!r}")
     return failures
 
 
