@@ -29,6 +29,8 @@ Status SchedulerConfig::Validate() const {
   if (max_relayouts_per_cycle < 0) return InvalidArgument("max_relayouts_per_cycle must be >= 0");
   if (rightsize_floor_mib < 0 || rightsize_floor_mib > 262144)
     return InvalidArgument("rightsize_floor_mib must be within [0, 262144]");
+  if (!(rightsize_other_model_max_compute >= 0 && rightsize_other_model_max_compute <= 1))
+    return InvalidArgument("rightsize_other_model_max_compute must be within [0, 1]");
   for (const auto& q : queues)
     if (q.name == kExternalQueue) return InvalidArgument("queue name _external is reserved");
   return admission.Validate();

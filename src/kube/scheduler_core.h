@@ -67,6 +67,11 @@ struct SchedulerConfig {
   // grant takes the smallest profile holding it). 1 GiB covers a CUDA context and its libraries
   // (as the advisor's auto_floor_mib); 0 disables the floor. Within [0, 262144].
   int64_t rightsize_floor_mib = 1024;
+  // A rightsized single-GPU memory share may also run, at the same memory limit, on other GPU
+  // models the pod allows where the recommendation's compute, scaled by relative compute, stays
+  // within this fraction of one GPU (and, for an MPS grant, within its thread %), as the
+  // advisor's other_model_max_compute. 0 keeps grants on the recommended model. Within [0, 1].
+  double rightsize_other_model_max_compute = 0.80;
   uint64_t seed = 1;
   Status Validate() const;
 };

@@ -29,7 +29,7 @@ struct SchedulerCore::PodEntry {
   std::shared_ptr<const Json> rightsize_src;
   bool rightsize_decided = false;
   std::optional<GpuRequest> granted;
-  std::string granted_model;
+  std::string granted_model;  // the models it may run on, comma-separated
   std::map<std::string, std::string> rightsize_annotations;
 };
 

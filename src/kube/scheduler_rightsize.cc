@@ -100,6 +100,13 @@ void SchedulerCore::Regrant(const Json& pod, PodRequest& req, const PodEntry* p)
       if (r.ok() && id && WithinAsk(*r, req.gpu, *id)) {
         to = *r;
         model = j["model"].get<std::string>();
+        if (auto o = j.find("other_models"); o != j.end() && o->is_array())
+          for (const Json& m : *o) {
+            if (!m.is_string()) continue;
+            auto oid = GpuCatalog::Builtin().Find(m.get<std::string>());
+            if (oid && *oid != *id && req.demand.AllowsModel(*oid))
+              model += "," + m.get<std::string>();
+          }
       }
     }
   }
@@ -181,7 +188,18 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
                    "the request stays: " + Describe(p.req.gpu) + " (" + g.reason + ")");
     return;
   }
-  auto granted = TranslatePod(WithGpuRequest(pod, g.request, rec->model));
+  // The same memory limit may run on other models the pod allows where the recommendation's
+  // compute fits (config_.rightsize_other_model_max_compute); the engine picks among them all.
+  std::string models = rec->model;
+  Json others = Json::array();
+  for (GpuModelId m :
+       OtherModelsFor(*rec, g.request, p.req.demand, config_.rightsize_other_model_max_compute)) {
+    const std::string& name = GpuCatalog::Builtin().Get(m).name;
+    models += "," + name;
+    others.push_back(name);
+  }
+  if (!others.empty()) record["other_models"] = others;
+  auto granted = TranslatePod(WithGpuRequest(pod, g.request, models));
   if (!granted.ok()) {
     ++stats_.rightsize_skipped;
     RightsizeEvent(p, "Warning", "RightsizeSkipped",
@@ -191,10 +209,14 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
   }
   p.req = std::move(*granted);
   p.granted = g.request;
-  p.granted_model = rec->model;
+  p.granted_model = models;
   p.rightsize_annotations[kAnnotationRightsizeApplied] = record.dump();
   ++stats_.rightsize_applied;
-  RightsizeEvent(p, "Normal", "Rightsized", "GPU request " + change);
+  RightsizeEvent(p, "Normal", "Rightsized",
+                 "GPU request " + change +
+                     (others.empty() ? std::string()
+                                     : "; the same memory limit may also run on " +
+                                           models.substr(rec->model.size() + 1)));
 }
 
 std::string SchedulerCore::RightsizeMetrics() const {

@@ -4,11 +4,13 @@
 // same through the runtime against the fake API server (annotations at binding, Events).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <thread>
 
+#include "cluster/gpu_catalog.h"
 #include "kube/rightsize.h"
 #include "kube/scheduler.h"
 #include "kube/scheduler_core.h"
@@ -479,6 +481,131 @@ TEST(RightsizeWebhookTest, MoreRewrittenPodsThanGpusAndTheOomBackoffReachesTheAs
   EXPECT_EQ(a3->gpus.size(), 1u);
 }
 
+struct OtherModelsCase {
+  std::string name;
+  std::string recommendation;
+  double max_compute = 0.8;
+  std::string pod_models;  // tessera.io/gpu-models of the pod; "" = any
+  // Expected, among T4, P100, A10G, H100-80GB, G1 (other models are not checked):
+  std::vector<std::string> want;
+};
+
+TEST(RightsizeOtherModelsTest, SameMemoryLimitWhereTheScaledComputeFits) {
+  const std::vector<OtherModelsCase> cases = {
+      // 0.3 of an L4 is 0.57 of a T4 and 1.9 of a P100; G1 discloses no memory.
+      {"timeslice",
+       R"({"slice":"timeslice","model":"L4","memory_mib":4096,"gpu_fraction":0.3})",
+       0.8,
+       "",
+       {"T4", "A10G", "H100-80GB"}},
+      {"bound",
+       R"({"slice":"timeslice","model":"L4","memory_mib":4096,"gpu_fraction":0.3})",
+       0.5,
+       "",
+       {"A10G", "H100-80GB"}},
+      {"disabled",
+       R"({"slice":"timeslice","model":"L4","memory_mib":4096,"gpu_fraction":0.3})",
+       0,
+       "",
+       {}},
+      // The thread % is not rescaled: only models where 30 % covers the need.
+      {"mps-not-on-slower",
+       R"({"slice":"mps","model":"L4","memory_mib":4096,"thread_pct":30})",
+       0.8,
+       "",
+       {"H100-80GB"}},
+      {"memory-beyond-t4",
+       R"({"slice":"timeslice","model":"L4","memory_mib":20000,"gpu_fraction":0.3})",
+       0.8,
+       "",
+       {"A10G", "H100-80GB"}},
+      {"pod-restricts",
+       R"({"slice":"timeslice","model":"L4","memory_mib":4096,"gpu_fraction":0.3})",
+       0.8,
+       "L4,T4",
+       {"T4"}},
+      {"compute-unknown", R"({"slice":"timeslice","model":"L4","memory_mib":4096})", 0.8, "", {}},
+      {"mig", kMig1g, 0.8, "", {}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto rec = DecodeRecommendation(c.recommendation);
+    ASSERT_TRUE(rec.ok()) << rec.status().message();
+    Json ann = Json::object();
+    if (!c.pod_models.empty()) ann[kAnnotationGpuModels] = c.pod_models;
+    auto pod = TranslatePod(PodJson("p", {{"nvidia.com/gpu", "1"}}, ann));
+    ASSERT_TRUE(pod.ok());
+    std::vector<std::string> got;
+    for (GpuModelId m : OtherModelsFor(*rec, rec->request, pod->demand, c.max_compute)) {
+      const std::string& n = GpuCatalog::Builtin().Get(m).name;
+      if (n == "T4" || n == "P100" || n == "A10G" || n == "H100-80GB" || n == "G1")
+        got.push_back(n);
+    }
+    std::vector<std::string> want = c.want;
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want);
+  }
+}
+
+// The recommended model is full: the grant lands on another model with the same memory limit,
+// or waits when the bound forbids it.
+TEST(RightsizeOtherModelsTest, FullRecommendedModelAdmitsOnAnother) {
+  const struct {
+    std::string name;
+    double max_compute;
+    double gpu_fraction;
+    bool lands;
+  } cases[] = {{"lands-on-t4", 0.8, 0.3, true},
+               {"disabled", 0, 0.3, false},
+               {"too-much-compute-for-t4", 0.8, 0.5, false}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    SchedulerConfig cfg;
+    cfg.rightsize_other_model_max_compute = c.max_compute;
+    auto core = SchedulerCore::Create(cfg);
+    ASSERT_TRUE(core.ok());
+    (*core)->UpsertNode(GpuNodeJson("l", 1, "L4"));
+    (*core)->UpsertNode(GpuNodeJson("t", 1, "T4"));
+    (*core)->UpsertPod(PodJson("fill", {{"nvidia.com/gpu", "1"}}, {{kAnnotationGpuModels, "L4"}}));
+    auto out = (*core)->Cycle(1);
+    ASSERT_EQ(out.binds.size(), 1u);
+    EXPECT_EQ(out.binds[0].node, "l");
+    const Json rec = {{"slice", "timeslice"},
+                      {"model", "L4"},
+                      {"memory_mib", 4096},
+                      {"gpu_fraction", c.gpu_fraction}};
+    (*core)->UpsertPod(
+        PodJson("p", {{"nvidia.com/gpu", "1"}},
+                {{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, rec.dump()}}));
+    out = (*core)->Cycle(2);
+    if (!c.lands) {
+      EXPECT_TRUE(out.binds.empty());
+      continue;
+    }
+    ASSERT_EQ(out.binds.size(), 1u);
+    EXPECT_EQ(out.binds[0].node, "t");
+    const Json applied = Json::parse(out.binds[0].annotations.at(kAnnotationRightsizeApplied));
+    EXPECT_EQ(applied["to"]["memory_mib"], 4096);
+    EXPECT_EQ(applied["model"], "L4");
+    EXPECT_NE(applied["other_models"].dump().find("\"T4\""), std::string::npos) << applied;
+    const PodEventAction* e = EventFor(out, "p");
+    ASSERT_NE(e, nullptr);
+    EXPECT_NE(e->note.find("may also run on"), std::string::npos) << e->note;
+    // A restarted scheduler reads the models back from the annotation.
+    auto restarted = Core();
+    restarted->UpsertNode(GpuNodeJson("l", 1, "L4"));
+    restarted->UpsertNode(GpuNodeJson("t", 1, "T4"));
+    Json bound =
+        PodJson("p", {{"nvidia.com/gpu", "1"}},
+                {{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, rec.dump()}}, "t");
+    for (const auto& [k, v] : out.binds[0].annotations) bound["metadata"]["annotations"][k] = v;
+    restarted->UpsertPod(bound);
+    EXPECT_EQ(restarted->stats().adopted, 1);
+    EXPECT_EQ(restarted->stats().adopt_failures, 0);
+  }
+}
+
 TEST(RightsizeOomTest, OwnerOfFollowsTheAdvisorsGrouping) {
   Json pod = PodJson("p", {{"nvidia.com/gpu", "1"}}, Json::object());
   EXPECT_EQ(OwnerOf(pod).Key(), "ml/Deployment/llm");
@@ -504,6 +631,13 @@ TEST(RightsizeConfigTest, FloorIsParsedAndValidated) {
   EXPECT_FALSE(bad.Validate().ok());
   bad.rightsize_floor_mib = 1 << 20;
   EXPECT_FALSE(bad.Validate().ok());
+  auto other = ParseSchedulerConfig("rightsizeOtherModelMaxCompute: 0.5\n");
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_EQ(other->core.rightsize_other_model_max_compute, 0.5);
+  EXPECT_EQ(SchedulerConfig{}.rightsize_other_model_max_compute, 0.8);
+  SchedulerConfig bad_other;
+  bad_other.rightsize_other_model_max_compute = 1.5;
+  EXPECT_FALSE(bad_other.Validate().ok());
 }
 
 // Through the runtime: the bind writes the annotation, the decision is an Event.
