@@ -73,6 +73,12 @@ void SchedulerCore::ObserveRightsize(const Json& pod) {
     return md && md->contains(k) && (*md)[k].is_string() ? (*md)[k].get<std::string>() : "";
   };
   const std::string uid = field("uid");
+  int64_t seq = 0;
+  if (auto it = pods_.find(field("namespace") + "/" + field("name"));
+      it != pods_.end() && it->second->req.uid == uid)
+    seq = it->second->admitted_seq;
+  int64_t& killed = oom_killed_seq_[key];
+  killed = std::max(killed, seq);
   for (const std::string& k : kills) {
     if (!oom_seen_.insert(uid + "/" + k).second) continue;
     ++stats_.rightsize_oom_kills;
@@ -158,6 +164,7 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
   }
   const PodOwnerRef owner = OwnerOf(pod);
   const bool is_auto = *mode == RightsizeMode::kAuto;
+  p.rightsize_auto = is_auto;
   const int level = is_auto ? oom_level_[owner.Key() + "\n" + rec_text] : 0;
   const Grant g = PlanGrant(p.req.gpu, *rec, level, config_.rightsize_floor_mib);
   Json record = {{"mode", is_auto ? "auto" : "recommend"},
@@ -182,6 +189,9 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
     ++stats_.rightsize_oom_retries;
     ++oom_retries_by_owner_[{owner.ns, owner.kind, owner.name}];
     p.rightsize_annotations[kAnnotationOomRetries] = std::to_string(level);
+    p.oom_retry_of = OwnerText(owner);
+    auto killed = oom_killed_seq_.find(owner.Key() + "\n" + rec_text);
+    p.oom_killed_seq = killed != oom_killed_seq_.end() ? killed->second : 0;
   }
   if (!g.changed) {
     RightsizeEvent(p, "Normal", "RightsizeKept",
@@ -242,6 +252,12 @@ std::string SchedulerCore::RightsizeMetrics() const {
              LabelValue(std::get<1>(o)) + "\",owner=\"" + LabelValue(std::get<2>(o)) + "\"} " +
              std::to_string(n) + "\n";
   };
+  out +=
+      "# HELP tessera_rightsize_oom_preemptions_total Pods evicted to make room for the "
+      "out-of-memory retry of a rightsized owner.\n"
+      "# TYPE tessera_rightsize_oom_preemptions_total counter\n";
+  out += "tessera_rightsize_oom_preemptions_total " +
+         std::to_string(stats_.rightsize_oom_preemptions) + "\n";
   series("tessera_rightsize_oom_kills_total",
          "Out-of-memory kills of rightsized containers, per owner.", oom_kills_by_owner_);
   series("tessera_rightsize_oom_retries_total",

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "cluster/gpu_catalog.h"
 #include "kube/rightsize.h"
@@ -640,6 +641,126 @@ TEST(RightsizeConfigTest, FloorIsParsedAndValidated) {
   EXPECT_FALSE(bad_other.Validate().ok());
 }
 
+// A pod of Deployment `deployment` (ReplicaSet <deployment>-7f9c) in namespace ml.
+Json OwnedPod(const std::string& name, const std::string& deployment, Json limits, Json ann,
+              int priority = 0) {
+  Json pod = PodJson(name, std::move(limits), std::move(ann));
+  pod["metadata"]["ownerReferences"][0]["name"] = deployment + "-7f9c";
+  pod["spec"]["priority"] = priority;
+  return pod;
+}
+
+Json MpsRec(int64_t memory_mib) {
+  return Json{
+      {"slice", "mps"}, {"model", "H100-80GB"}, {"memory_mib", memory_mib}, {"thread_pct", 30}}
+      .dump();
+}
+
+Json AsBound(Json pod, const BindAction& b) {
+  pod["spec"]["nodeName"] = b.node;
+  for (const auto& [k, v] : b.annotations) pod["metadata"]["annotations"][k] = v;
+  pod["status"]["phase"] = "Running";
+  return pod;
+}
+
+struct OomPreemptCase {
+  std::string name;
+  bool late_first = false;      // "late" is bound before the killed pod
+  int late_priority = 0;        // the retry's is 0
+  bool late_rightsized = true;  // else it asks its share itself
+  bool spare_node = false;      // another node has room
+  // Expected:
+  std::vector<std::string> evicted;
+  bool retry_binds_at_once = false;
+};
+
+// One H100 holds "early" (16 GiB, bound before the killed pod), the killed llm-1 (32 GiB) and
+// "late" (24 GiB). llm-1 is killed out of memory and deleted; its retry llm-2 (48 GiB) fits only
+// if a pod leaves. Evicting "early" alone would make room too: the rule, not the size, protects
+// it.
+TEST(RightsizeOomPreemptTest, RetryPreemptsOnlyLaterRightsizedPodsOfNoHigherPriority) {
+  const std::vector<OomPreemptCase> cases = {
+      {"preempts-later", false, 0, true, false, {"late"}, false},
+      {"not-earlier", true, 0, true, false, {}, false},
+      {"not-higher-priority", false, 10, true, false, {}, false},
+      {"not-non-rightsized", false, 0, false, false, {}, false},
+      {"no-preemption-when-it-fits", false, 0, true, true, {}, true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto core = Core();
+    core->UpsertNode(GpuNodeJson("h", 1));
+    double now = 1;
+    auto admit = [&](const Json& pod) -> Json {
+      core->UpsertPod(pod);
+      const CycleOutput out = core->Cycle(now++);
+      for (const auto& b : out.binds)
+        if (b.name == pod["metadata"]["name"]) {
+          Json bound = AsBound(pod, b);
+          core->UpsertPod(bound);
+          return bound;
+        }
+      ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
+      return pod;
+    };
+    auto auto_ann = [](int64_t mib) {
+      return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
+    };
+    const Json gpu1 = {{"nvidia.com/gpu", "1"}};
+    const Json late_pod =
+        c.late_rightsized
+            ? OwnedPod("late", "web", gpu1, auto_ann(24576), c.late_priority)
+            : OwnedPod("late", "web",
+                       {{"tessera.io/gpu-memory", "24Gi"}, {"tessera.io/gpu-compute", "30"}},
+                       Json::object(), c.late_priority);
+    admit(OwnedPod("early", "web", gpu1, auto_ann(16384)));
+    if (c.late_first) admit(late_pod);
+    Json killed = admit(OwnedPod("llm-1", "llm", gpu1, auto_ann(32768)));
+    if (!c.late_first) admit(late_pod);
+    killed["status"]["containerStatuses"] =
+        Json::array({{{"name", "main"},
+                      {"restartCount", 1},
+                      {"state", {{"running", Json::object()}}},
+                      {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+    core->UpsertPod(killed);
+    core->DeletePod(killed);
+    if (c.spare_node) core->UpsertNode(GpuNodeJson("h2", 1));
+    core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, auto_ann(32768)));
+    CycleOutput out = core->Cycle(now++);
+    std::vector<std::string> evicted;
+    for (const auto& e : out.evictions) {
+      evicted.push_back(e.name);
+      EXPECT_EQ(e.reason, "making room for the out-of-memory retry of Deployment ml/llm");
+    }
+    EXPECT_EQ(evicted, c.evicted);
+    EXPECT_EQ(core->stats().rightsize_oom_preemptions, static_cast<int64_t>(c.evicted.size()));
+    EXPECT_NE(core->Metrics(now).find("tessera_rightsize_oom_preemptions_total " +
+                                      std::to_string(c.evicted.size())),
+              std::string::npos);
+    const bool bound_now = std::any_of(out.binds.begin(), out.binds.end(),
+                                       [](const BindAction& b) { return b.name == "llm-2"; });
+    EXPECT_EQ(bound_now, c.retry_binds_at_once);
+    if (c.evicted.empty()) {
+      if (!c.retry_binds_at_once) {
+        EXPECT_TRUE(core->Cycle(now++).evictions.empty());
+      }
+      continue;
+    }
+    EXPECT_TRUE(std::any_of(out.events.begin(), out.events.end(), [](const PodEventAction& e) {
+      return e.name == "llm-2" && e.reason == "RightsizeOomPreempting" &&
+             e.note.find("ml/late") != std::string::npos;
+    }));
+    // Once the victim is gone, the retry binds at its grown grant.
+    core->DeletePod(late_pod);
+    out = core->Cycle(now++);
+    ASSERT_EQ(out.binds.size(), 1u);
+    EXPECT_EQ(out.binds[0].name, "llm-2");
+    EXPECT_EQ(
+        Json::parse(out.binds[0].annotations.at(kAnnotationRightsizeApplied))["to"]["memory_mib"],
+        49152);
+  }
+}
+
 // Through the runtime: the bind writes the annotation, the decision is an Event.
 TEST(RightsizeE2ETest, AnnotationAndEventReachTheApiServer) {
   testing::FakeApiServer server;
@@ -738,6 +859,72 @@ TEST(RightsizeE2ETest, OomBackoffSurvivesARestart) {
   const Json applied = Json::parse(a2.value(kAnnotationRightsizeApplied, "{}"));
   EXPECT_EQ(applied.value("reason", ""), "oom-grown");
   EXPECT_EQ(applied["to"].value("memory_mib", 0), 6144);
+}
+
+// Through the runtime: the retry of a pod killed out of memory evicts a rightsized pod bound
+// after the killed one (a Preempted Event says why) and binds once it is gone; the pod bound
+// before stays.
+TEST(RightsizeE2ETest, OomRetryPreemptsALaterPod) {
+  testing::FakeApiServer server;
+  ASSERT_TRUE(server.Start().ok());
+  auto client = Client::Create(server.client_config());
+  ASSERT_TRUE(client.ok());
+  const std::string pods = "/api/v1/namespaces/ml/pods";
+  ASSERT_TRUE(server.Create("/api/v1/nodes", GpuNodeJson("h", 1)).ok());
+  SchedulerRuntimeConfig cfg;
+  cfg.cycle_interval_s = 0.01;
+  Scheduler sched(**client, cfg);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { EXPECT_TRUE(sched.Run(stop).ok()); });
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 500; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  auto bound = [&](const std::string& name) {
+    auto p = server.Get(pods + "/" + name);
+    return p && !(*p)["spec"].value("nodeName", "").empty();
+  };
+  auto ann = [](int64_t mib) {
+    return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
+  };
+  const Json gpu1 = {{"nvidia.com/gpu", "1"}};
+  // Admitted one after the other: early, llm-1, late.
+  for (const auto& [name, owner, mib] :
+       {std::tuple{"early", "web", 16384}, {"llm-1", "llm", 32768}, {"late", "web", 24576}}) {
+    ASSERT_TRUE(server.Create(pods, OwnedPod(name, owner, gpu1, ann(mib))).ok());
+    ASSERT_TRUE(wait_for([&] { return bound(name); })) << name;
+  }
+  const Json oom = {
+      {"status",
+       {{"phase", "Running"},
+        {"containerStatuses",
+         Json::array({{{"name", "main"},
+                       {"restartCount", 1},
+                       {"state", {{"running", Json::object()}}},
+                       {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}})}}}};
+  ASSERT_TRUE(server.MergePatch(pods + "/llm-1/status", oom).ok());
+  ASSERT_TRUE(wait_for([&] { return HasEvent(server, "llm-1", "RightsizeOomKilled"); }));
+  ASSERT_TRUE(server.Delete(pods + "/llm-1").ok());
+  ASSERT_TRUE(server.Create(pods, OwnedPod("llm-2", "llm", gpu1, ann(32768))).ok());
+  const bool done = wait_for([&] { return bound("llm-2"); });
+  stop = true;
+  t.join();
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(server.Get(pods + "/late").has_value());
+  EXPECT_TRUE(server.Get(pods + "/early").has_value());
+  bool preempted = false;
+  for (const auto& e : server.List("/apis/events.k8s.io/v1/namespaces/ml/events"))
+    preempted |=
+        e.value("reason", "") == "Preempted" && e["regarding"].value("name", "") == "late" &&
+        e.value("note", "").find("out-of-memory retry of Deployment ml/llm") != std::string::npos;
+  EXPECT_TRUE(preempted);
+  const Json a2 = (*server.Get(pods + "/llm-2"))["metadata"]["annotations"];
+  EXPECT_EQ(a2.value(kAnnotationOomRetries, ""), "1");
+  EXPECT_EQ(Json::parse(a2.value(kAnnotationRightsizeApplied, "{}"))["to"].value("memory_mib", 0),
+            49152);
 }
 
 }  // namespace
