@@ -223,8 +223,10 @@ class SchedulerCore {
   // freeing the least. Never pods bound before the killed one (pods adopted after a restart
   // count as bound before any this process binds), of higher priority, not rightsized, of
   // gangs, or whose eviction was refused recently. Once per retry pod; the victims' pods get
-  // EvictActions and the retry's bind waits until they are gone. Runs before admission.
+  // EvictActions and the retry's bind waits until they are gone. Runs before admission; at
+  // most kOomPreemptTrialsPerCycle fits with victims removed are tried per cycle.
   void OomPreempt(CycleOutput& out);
+  static constexpr int kOomPreemptTrialsPerCycle = 64;
   // Pods of this scheduler in gang "ns/name" that are bound (and not being deleted).
   int BoundGangMembers(const std::string& gang) const;
 

@@ -13,6 +13,8 @@
 namespace tessera::kube {
 
 void SchedulerCore::OomPreempt(CycleOutput& out) {
+  // Each trial copies the ledger: bounded per cycle, the rest waits for the next cycles.
+  int trials_left = kOomPreemptTrialsPerCycle;
   struct Victim {
     PodEntry* pod = nullptr;
     WorkloadId ledger_id = 0;
@@ -65,6 +67,8 @@ void SchedulerCore::OomPreempt(CycleOutput& out) {
       std::vector<uint8_t> only(mask->size(), 0);
       only[n] = 1;
       auto try_set = [&](const std::vector<Victim>& set) {
+        if (trials_left <= 0) return false;
+        --trials_left;
         ClusterState trial = state_;
         for (const Victim& v : set)
           if (!trial.Release(v.ledger_id).ok()) return false;
