@@ -13,7 +13,7 @@
 namespace tessera::kube {
 
 void SchedulerCore::OomPreempt(CycleOutput& out) {
-  // Each trial copies the ledger: bounded per cycle, the rest waits for the next cycles.
+  // Each trial copies the ledger: bounded per cycle; candidates beyond the bound are not tried.
   int trials_left = kOomPreemptTrialsPerCycle;
   struct Victim {
     PodEntry* pod = nullptr;
