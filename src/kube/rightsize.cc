@@ -101,6 +101,10 @@ Result<RecommendedSlice> DecodeRecommendation(std::string_view text) {
       if (!pct.ok()) return pct.status();
       if (*pct < 1 || *pct > 100) return InvalidArgument(what + ": thread_pct must be 1..100");
       r.request.compute_pct = static_cast<int>(*pct);
+      r.compute = static_cast<double>(*pct) / 100.0;
+    } else if (auto f = j.find("gpu_fraction");
+               f != j.end() && f->is_number() && f->get<double>() > 0 && f->get<double>() <= 1) {
+      r.compute = f->get<double>();
     }
   } else if (*slice == "whole") {
     auto gpus = json_fields::IntField(j, "gpus", 0, what);
@@ -197,7 +201,29 @@ Grant PlanGrant(const GpuRequest& ask, const RecommendedSlice& rec, int oom_leve
   return finish(r, reason);
 }
 
-Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& model) {
+std::vector<GpuModelId> OtherModelsFor(const RecommendedSlice& rec, const GpuRequest& g,
+                                       const Demand& allowed, double max_compute) {
+  std::vector<GpuModelId> out;
+  if (!(max_compute > 0) || !(rec.compute > 0) || rec.model_id == kNoGpuModel ||
+      !g.mig_profile.empty() || g.whole_gpus > 0 || g.memory_pct > 0 || g.memory_mib <= 0)
+    return out;
+  const GpuCatalog& cat = GpuCatalog::Builtin();
+  const double own = cat.Get(rec.model_id).relative_compute;
+  for (size_t i = 0; i < cat.size(); ++i) {
+    const auto m = static_cast<GpuModelId>(i);
+    const GpuModelInfo& info = cat.Get(m);
+    if (m == rec.model_id || !allowed.AllowsModel(m) || info.memory_mib < g.memory_mib ||
+        !(info.relative_compute > 0))
+      continue;
+    const double need = rec.compute * own / info.relative_compute;
+    if (need > max_compute + 1e-9) continue;
+    if (g.compute_pct > 0 && need * 100.0 > g.compute_pct + 1e-9) continue;
+    out.push_back(m);
+  }
+  return out;
+}
+
+Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& models) {
   Json out = pod;
   if (!out.is_object()) return out;
   Json& spec = out["spec"];
@@ -241,7 +267,7 @@ Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& mod
   Json& md = out["metadata"];
   if (!md.is_object()) md = Json::object();
   if (!md["annotations"].is_object()) md["annotations"] = Json::object();
-  md["annotations"][kAnnotationGpuModels] = model;
+  md["annotations"][kAnnotationGpuModels] = models;
   md["annotations"].erase(kAnnotationOriginalResources);  // the grant replaces the original ask
   return out;
 }

@@ -41,10 +41,15 @@ Result<RightsizeMode> RightsizeModeOf(const Json& pod);
 // InvalidArgument (message for an Event) for malformed JSON, an unknown slice or model, a MIG
 // profile the model lacks, memory beyond the model's, and for "release" (a pod is not admitted
 // without its GPU).
+// `compute` is the recommendation's compute need on `model` as a fraction of one GPU: the
+// thread % of an mps slice, the gpu_fraction of a timeslice slice (an upper bound: the larger of
+// its memory and compute shares); 0 when the recommendation does not say (mig, whole, or a
+// timeslice slice without gpu_fraction).
 struct RecommendedSlice {
   std::string model;
   GpuModelId model_id = kNoGpuModel;
   GpuRequest request;
+  double compute = 0;
 };
 Result<RecommendedSlice> DecodeRecommendation(std::string_view text);
 
@@ -74,10 +79,22 @@ struct Grant {
 Grant PlanGrant(const GpuRequest& ask, const RecommendedSlice& rec, int oom_level,
                 int64_t floor_mib);
 
+// The models besides rec.model where the grant `g` may run with the same memory limit (the
+// advisor's other_model_max_compute rule, as the closed-loop simulation's admit_on_other_models):
+// `g` is a single-GPU memory share (memory_mib, with or without a thread %), `allowed` (the pod's
+// own request) allows the model, the model holds g.memory_mib, and rec.compute scaled by relative
+// compute (rec.compute x relative_compute(rec.model) / relative_compute(m)) stays within
+// `max_compute` and, for an MPS grant, within its thread % (the thread % is not rescaled per
+// model, so a less capable model would get fewer SMs than the need). Catalog order; empty for
+// MIG and whole-GPU grants, when rec.compute is unknown, or when max_compute <= 0.
+std::vector<GpuModelId> OtherModelsFor(const RecommendedSlice& rec, const GpuRequest& g,
+                                       const Demand& allowed, double max_compute);
+
 // The pod with its GPU resources replaced by `r` (first container's limits; every other
 // container's and init container's GPU resources removed), tessera.io/gpu-models set to
-// `model` and tessera.io/original-resources dropped, for TranslatePod.
-Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& model);
+// `models` (comma-separated catalog names) and tessera.io/original-resources dropped, for
+// TranslatePod.
+Json WithGpuRequest(const Json& pod, const GpuRequest& r, const std::string& models);
 
 // Compact JSON of a GPU request ({"gpus":1} / {"mig_profile":"1g.10gb"} /
 // {"memory_mib":4096,"compute_pct":30}) and back.

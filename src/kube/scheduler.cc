@@ -83,12 +83,13 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   }
   SchedulerRuntimeConfig c;
   if (!root || root.IsNull()) return c;
-  TESSERA_RETURN_IF_ERROR(CheckKeys(
-      root, "",
-      {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
-       "cycleIntervalSeconds", "podConditions", "podEvents", "admission", "gangSettleSeconds",
-       "podNoticeIntervalSeconds", "selectShareMechanism", "migRelayout",
-       "migRelayoutTimeoutSeconds", "rightsizeFloorMiB", "queues", "seed"}));
+  TESSERA_RETURN_IF_ERROR(
+      CheckKeys(root, "",
+                {"schedulerName", "policy", "leaderElection", "binding", "metricsAddress",
+                 "cycleIntervalSeconds", "podConditions", "podEvents", "admission",
+                 "gangSettleSeconds", "podNoticeIntervalSeconds", "selectShareMechanism",
+                 "migRelayout", "migRelayoutTimeoutSeconds", "rightsizeFloorMiB",
+                 "rightsizeOtherModelMaxCompute", "queues", "seed"}));
   TESSERA_RETURN_IF_ERROR(Get(root, "schedulerName", "", c.core.scheduler_name));
   TESSERA_RETURN_IF_ERROR(Get(root, "policy", "", c.core.policy));
   TESSERA_RETURN_IF_ERROR(Get(root, "metricsAddress", "", c.metrics_addr));
@@ -102,6 +103,8 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
   TESSERA_RETURN_IF_ERROR(
       Get(root, "migRelayoutTimeoutSeconds", "", c.core.mig_relayout_timeout_s));
   TESSERA_RETURN_IF_ERROR(Get(root, "rightsizeFloorMiB", "", c.core.rightsize_floor_mib));
+  TESSERA_RETURN_IF_ERROR(
+      Get(root, "rightsizeOtherModelMaxCompute", "", c.core.rightsize_other_model_max_compute));
   TESSERA_RETURN_IF_ERROR(Get(root, "seed", "", c.core.seed));
   if (auto le = root["leaderElection"]) {
     const std::string p = "leaderElection";

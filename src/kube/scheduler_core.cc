@@ -29,6 +29,8 @@ Status SchedulerConfig::Validate() const {
   if (max_relayouts_per_cycle < 0) return InvalidArgument("max_relayouts_per_cycle must be >= 0");
   if (rightsize_floor_mib < 0 || rightsize_floor_mib > 262144)
     return InvalidArgument("rightsize_floor_mib must be within [0, 262144]");
+  if (!(rightsize_other_model_max_compute >= 0 && rightsize_other_model_max_compute <= 1))
+    return InvalidArgument("rightsize_other_model_max_compute must be within [0, 1]");
   for (const auto& q : queues)
     if (q.name == kExternalQueue) return InvalidArgument("queue name _external is reserved");
   return admission.Validate();
@@ -58,8 +60,11 @@ Result<std::unique_ptr<SchedulerCore>> SchedulerCore::Create(SchedulerConfig con
   auto adm =
       Admission::Create(std::move(queues), config.admission, std::move(*scorer), config.seed);
   if (!adm.ok()) return adm.status();
+  auto trial_scorer = BuiltinPolicies().Create(PolicyConfig{config.policy, {}});
+  if (!trial_scorer.ok()) return trial_scorer.status();
   auto core = std::unique_ptr<SchedulerCore>(new SchedulerCore(std::move(config)));
   core->admission_ = std::move(*adm);
+  core->trial_engine_ = std::make_unique<Engine>(std::move(*trial_scorer), core->config_.seed);
   return core;
 }
 
@@ -726,6 +731,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
       (void)admission_->SetAllowedNodes(id, MaskFor(pt->second->req));
     }
   }
+  OomPreempt(out);
   auto res = admission_->RunCycle(state_, now);
   if (!res.ok()) return out;
   // Preemption: the victims' pods are evicted; their jobs leave admission (their controllers
@@ -793,6 +799,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
         b.annotations[kAnnotationAssignment] = EncodeAssignment(a);
       }
       for (const auto& [k, v] : p.rightsize_annotations) b.annotations[k] = v;
+      p.admitted_seq = ++next_admission_seq_;
       last_notice_.erase(j.pods[i]);
       p.bind_node = info.spec.name;
       if (terminating_.count(pl.node) && !terminating_[pl.node].empty()) {

@@ -67,6 +67,11 @@ struct SchedulerConfig {
   // grant takes the smallest profile holding it). 1 GiB covers a CUDA context and its libraries
   // (as the advisor's auto_floor_mib); 0 disables the floor. Within [0, 262144].
   int64_t rightsize_floor_mib = 1024;
+  // A rightsized single-GPU memory share may also run, at the same memory limit, on other GPU
+  // models the pod allows where the recommendation's compute, scaled by relative compute, stays
+  // within this fraction of one GPU (and, for an MPS grant, within its thread %), as the
+  // advisor's other_model_max_compute. 0 keeps grants on the recommended model. Within [0, 1].
+  double rightsize_other_model_max_compute = 0.80;
   uint64_t seed = 1;
   Status Validate() const;
 };
@@ -125,6 +130,8 @@ struct CoreStats {
   // rightsized pods, and pods sized after such kills of their owner.
   int64_t rightsize_applied = 0, rightsize_proposed = 0, rightsize_skipped = 0;
   int64_t rightsize_oom_kills = 0, rightsize_oom_retries = 0;
+  // Pods evicted to make room for an out-of-memory retry (scheduler_oom_preempt.cc).
+  int64_t rightsize_oom_preemptions = 0;
 };
 
 class SchedulerCore {
@@ -173,7 +180,8 @@ class SchedulerCore {
   // capacity), tessera_mig_relayouts_total{result}, tessera_mig_relayouts_in_flight,
   // tessera_mig_layout_conflicts, tessera_rightsize_applied_total{mode},
   // tessera_rightsize_skipped_total, tessera_rightsize_oom_kills_total{namespace,owner_kind,owner},
-  // tessera_rightsize_oom_retries_total{namespace,owner_kind,owner}.
+  // tessera_rightsize_oom_retries_total{namespace,owner_kind,owner},
+  // tessera_rightsize_oom_preemptions_total.
   std::string Metrics(double now) const;
   // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
   std::string WhyPending(const std::string& pod_key) const;
@@ -207,6 +215,18 @@ class SchedulerCore {
   void RightsizeEvent(const PodEntry& p, const char* type, const char* reason,
                       const std::string& note);
   std::string RightsizeMetrics() const;
+  // The out-of-memory retry of a rightsized owner (scheduler_oom_preempt.cc): a pending pod
+  // sized after its owner's kill (tessera.io/rightsize-oom-retries) that fits on no allowed node
+  // evicts, from one node, tessera.io/rightsize: auto pods of the same or lower priority that
+  // this scheduler bound after the killed pod: the fewest that make room (one victim, the
+  // smallest that suffices; else the largest first), on the node needing the fewest, then
+  // freeing the least. Never pods bound before the killed one (pods adopted after a restart
+  // count as bound before any this process binds), of higher priority, not rightsized, of
+  // gangs, or whose eviction was refused recently. Once per retry pod; the victims' pods get
+  // EvictActions and the retry's bind waits until they are gone. Runs before admission; at
+  // most kOomPreemptTrialsPerCycle fits with victims removed are tried per cycle.
+  void OomPreempt(CycleOutput& out);
+  static constexpr int kOomPreemptTrialsPerCycle = 64;
   // Pods of this scheduler in gang "ns/name" that are bound (and not being deleted).
   int BoundGangMembers(const std::string& gang) const;
 
@@ -272,6 +292,11 @@ class SchedulerCore {
   using OwnerLabels = std::tuple<std::string, std::string, std::string>;  // ns, kind, name
   std::map<OwnerLabels, int64_t> oom_kills_by_owner_, oom_retries_by_owner_;
   std::vector<PodEventAction> deferred_events_;
+  // "<owner key>\n<recommendation>" -> admission order (PodEntry::admitted_seq) of the last
+  // pod of the owner killed out of memory under that recommendation.
+  std::map<std::string, int64_t> oom_killed_seq_;
+  int64_t next_admission_seq_ = 0;
+  std::unique_ptr<Engine> trial_engine_;  // fit trials of OomPreempt, never allocates
   int64_t next_revision_ = 1;
   WorkloadId next_placeholder_ = WorkloadId{1} << 60;
 };

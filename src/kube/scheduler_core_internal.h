@@ -29,8 +29,16 @@ struct SchedulerCore::PodEntry {
   std::shared_ptr<const Json> rightsize_src;
   bool rightsize_decided = false;
   std::optional<GpuRequest> granted;
-  std::string granted_model;
+  std::string granted_model;  // the models it may run on, comma-separated
   std::map<std::string, std::string> rightsize_annotations;
+  bool rightsize_auto = false;  // decided under tessera.io/rightsize: auto
+  // Order of the bind this scheduler issued for it (1, 2, ...); 0: adopted or never bound.
+  int64_t admitted_seq = 0;
+  // An out-of-memory retry: its owner (for messages) and the killed pod's admitted_seq
+  // (-1: not a retry); whether it has already preempted.
+  std::string oom_retry_of;
+  int64_t oom_killed_seq = -1;
+  bool oom_preempted = false;
 };
 
 struct SchedulerCore::JobEntry {

@@ -73,6 +73,12 @@ void SchedulerCore::ObserveRightsize(const Json& pod) {
     return md && md->contains(k) && (*md)[k].is_string() ? (*md)[k].get<std::string>() : "";
   };
   const std::string uid = field("uid");
+  int64_t seq = 0;
+  if (auto it = pods_.find(field("namespace") + "/" + field("name"));
+      it != pods_.end() && it->second->req.uid == uid)
+    seq = it->second->admitted_seq;
+  int64_t& killed = oom_killed_seq_[key];
+  killed = std::max(killed, seq);
   for (const std::string& k : kills) {
     if (!oom_seen_.insert(uid + "/" + k).second) continue;
     ++stats_.rightsize_oom_kills;
@@ -100,6 +106,13 @@ void SchedulerCore::Regrant(const Json& pod, PodRequest& req, const PodEntry* p)
       if (r.ok() && id && WithinAsk(*r, req.gpu, *id)) {
         to = *r;
         model = j["model"].get<std::string>();
+        if (auto o = j.find("other_models"); o != j.end() && o->is_array())
+          for (const Json& m : *o) {
+            if (!m.is_string()) continue;
+            auto oid = GpuCatalog::Builtin().Find(m.get<std::string>());
+            if (oid && *oid != *id && req.demand.AllowsModel(*oid))
+              model += "," + m.get<std::string>();
+          }
       }
     }
   }
@@ -151,6 +164,7 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
   }
   const PodOwnerRef owner = OwnerOf(pod);
   const bool is_auto = *mode == RightsizeMode::kAuto;
+  p.rightsize_auto = is_auto;
   const int level = is_auto ? oom_level_[owner.Key() + "\n" + rec_text] : 0;
   const Grant g = PlanGrant(p.req.gpu, *rec, level, config_.rightsize_floor_mib);
   Json record = {{"mode", is_auto ? "auto" : "recommend"},
@@ -175,13 +189,27 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
     ++stats_.rightsize_oom_retries;
     ++oom_retries_by_owner_[{owner.ns, owner.kind, owner.name}];
     p.rightsize_annotations[kAnnotationOomRetries] = std::to_string(level);
+    p.oom_retry_of = OwnerText(owner);
+    auto killed = oom_killed_seq_.find(owner.Key() + "\n" + rec_text);
+    p.oom_killed_seq = killed != oom_killed_seq_.end() ? killed->second : 0;
   }
   if (!g.changed) {
     RightsizeEvent(p, "Normal", "RightsizeKept",
                    "the request stays: " + Describe(p.req.gpu) + " (" + g.reason + ")");
     return;
   }
-  auto granted = TranslatePod(WithGpuRequest(pod, g.request, rec->model));
+  // The same memory limit may run on other models the pod allows where the recommendation's
+  // compute fits (config_.rightsize_other_model_max_compute); the engine picks among them all.
+  std::string models = rec->model;
+  Json others = Json::array();
+  for (GpuModelId m :
+       OtherModelsFor(*rec, g.request, p.req.demand, config_.rightsize_other_model_max_compute)) {
+    const std::string& name = GpuCatalog::Builtin().Get(m).name;
+    models += "," + name;
+    others.push_back(name);
+  }
+  if (!others.empty()) record["other_models"] = others;
+  auto granted = TranslatePod(WithGpuRequest(pod, g.request, models));
   if (!granted.ok()) {
     ++stats_.rightsize_skipped;
     RightsizeEvent(p, "Warning", "RightsizeSkipped",
@@ -191,10 +219,14 @@ void SchedulerCore::DecideRightsize(PodEntry& p) {
   }
   p.req = std::move(*granted);
   p.granted = g.request;
-  p.granted_model = rec->model;
+  p.granted_model = models;
   p.rightsize_annotations[kAnnotationRightsizeApplied] = record.dump();
   ++stats_.rightsize_applied;
-  RightsizeEvent(p, "Normal", "Rightsized", "GPU request " + change);
+  RightsizeEvent(p, "Normal", "Rightsized",
+                 "GPU request " + change +
+                     (others.empty() ? std::string()
+                                     : "; the same memory limit may also run on " +
+                                           models.substr(rec->model.size() + 1)));
 }
 
 std::string SchedulerCore::RightsizeMetrics() const {
@@ -220,6 +252,12 @@ std::string SchedulerCore::RightsizeMetrics() const {
              LabelValue(std::get<1>(o)) + "\",owner=\"" + LabelValue(std::get<2>(o)) + "\"} " +
              std::to_string(n) + "\n";
   };
+  out +=
+      "# HELP tessera_rightsize_oom_preemptions_total Pods evicted to make room for the "
+      "out-of-memory retry of a rightsized owner.\n"
+      "# TYPE tessera_rightsize_oom_preemptions_total counter\n";
+  out += "tessera_rightsize_oom_preemptions_total " +
+         std::to_string(stats_.rightsize_oom_preemptions) + "\n";
   series("tessera_rightsize_oom_kills_total",
          "Out-of-memory kills of rightsized containers, per owner.", oom_kills_by_owner_);
   series("tessera_rightsize_oom_retries_total",

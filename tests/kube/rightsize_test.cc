@@ -13,6 +13,7 @@
 #include "kube/scheduler.h"
 #include "kube/scheduler_core.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/kube/rightsize_objects.h"
 #include "tests/kube/test_objects.h"
 
 namespace tessera::kube {
@@ -20,49 +21,13 @@ namespace {
 
 using kubetest::GpuNodeJson;
 using kubetest::MigNodeJson;
+using rightsizetest::Core;
+using rightsizetest::EventFor;
+using rightsizetest::HasEvent;
+using rightsizetest::PodJson;
 
 const char* kMps4G = R"({"slice":"mps","model":"H100-80GB","memory_mib":4096,"thread_pct":30})";
 const char* kMig1g = R"({"slice":"mig","model":"A100-80GB","mig_profile":"1g.10gb"})";
-
-// A pod of Deployment "llm" (ReplicaSet llm-7f9c) in namespace ml.
-Json PodJson(const std::string& name, Json limits, Json annotations, const std::string& node = "") {
-  Json pod = {
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata",
-       {{"name", name},
-        {"namespace", "ml"},
-        {"uid", "uid-" + name},
-        {"labels", {{"pod-template-hash", "7f9c"}}},
-        {"ownerReferences", Json::array({{{"apiVersion", "apps/v1"},
-                                          {"kind", "ReplicaSet"},
-                                          {"name", "llm-7f9c"},
-                                          {"controller", true}}})},
-        {"annotations", annotations}}},
-      {"spec",
-       {{"schedulerName", "tessera"},
-        {"containers", Json::array({{{"name", "main"},
-                                     {"resources",
-                                      {{"limits", limits},
-                                       {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}}},
-      {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
-  if (!node.empty()) pod["spec"]["nodeName"] = node;
-  return pod;
-}
-
-std::unique_ptr<SchedulerCore> Core(int64_t floor_mib = 1024) {
-  SchedulerConfig cfg;
-  cfg.rightsize_floor_mib = floor_mib;
-  auto c = SchedulerCore::Create(cfg);
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  return std::move(c.value());
-}
-
-const PodEventAction* EventFor(const CycleOutput& out, const std::string& pod) {
-  for (const auto& e : out.events)
-    if (e.name == pod) return &e;
-  return nullptr;
-}
 
 struct AdmissionCase {
   std::string name;
@@ -504,6 +469,13 @@ TEST(RightsizeConfigTest, FloorIsParsedAndValidated) {
   EXPECT_FALSE(bad.Validate().ok());
   bad.rightsize_floor_mib = 1 << 20;
   EXPECT_FALSE(bad.Validate().ok());
+  auto other = ParseSchedulerConfig("rightsizeOtherModelMaxCompute: 0.5\n");
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_EQ(other->core.rightsize_other_model_max_compute, 0.5);
+  EXPECT_EQ(SchedulerConfig{}.rightsize_other_model_max_compute, 0.8);
+  SchedulerConfig bad_other;
+  bad_other.rightsize_other_model_max_compute = 1.5;
+  EXPECT_FALSE(bad_other.Validate().ok());
 }
 
 // Through the runtime: the bind writes the annotation, the decision is an Event.
@@ -565,12 +537,6 @@ bool RunSchedulerUntil(testing::FakeApiServer& server, const std::function<bool(
   stop = true;
   t.join();
   return ok;
-}
-
-bool HasEvent(testing::FakeApiServer& server, const std::string& pod, const std::string& reason) {
-  for (const auto& e : server.List("/apis/events.k8s.io/v1/namespaces/ml/events"))
-    if (e.value("reason", "") == reason && e["regarding"].value("name", "") == pod) return true;
-  return false;
 }
 
 // The back-off lives in the pods: a scheduler started after the kill grows the next pod.
