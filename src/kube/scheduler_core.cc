@@ -851,6 +851,14 @@ void SchedulerCore::EvictionFailed(const EvictAction& e, const Status& why) {
   auto pt = pods_.find(key);
   if (pt == pods_.end()) return;  // already gone
   PodEntry& p = *pt->second;
+  if (e.event_reason == kEventRightsizeOomRestart) {
+    // The pod still holds its allocation; only the restart at a larger grant is lost.
+    deferred_notices_.push_back({p.req.ns, p.req.name, p.req.uid, "EvictionBlocked",
+                                 "eviction after an out-of-memory kill refused (" + why.message() +
+                                     "); the container restarts in place at its rightsized "
+                                     "grant until the pod is deleted"});
+    return;
+  }
   auto nt = node_index_.find(p.req.node_name);
   if (nt == node_index_.end()) return;
   const NodeIdx n = nt->second;

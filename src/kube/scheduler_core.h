@@ -87,6 +87,10 @@ struct PodNotice {
 struct EvictAction {
   std::string ns, name, uid;
   std::string reason;
+  // The Event written on the pod: "Preempted" (a preemption victim, a pod on a lost node) or
+  // "RightsizeOomRestart" (a rightsized pod killed out of memory whose controller would restart
+  // it in place at the same grant; evicted so that the controller's next pod is sized again).
+  std::string event_reason = "Preempted";
 };
 
 // A MIG layout the scheduler wants on one GPU of a node; the runtime records it in the node's
@@ -124,7 +128,7 @@ struct CoreStats {
   // get, pods whose rightsizing was skipped (malformed annotations), out-of-memory kills of
   // rightsized pods, and pods sized after such kills of their owner.
   int64_t rightsize_applied = 0, rightsize_proposed = 0, rightsize_skipped = 0;
-  int64_t rightsize_oom_kills = 0, rightsize_oom_retries = 0;
+  int64_t rightsize_oom_kills = 0, rightsize_oom_retries = 0, rightsize_oom_evictions = 0;
 };
 
 class SchedulerCore {
@@ -172,7 +176,8 @@ class SchedulerCore {
   // (free GPU capacity on partly used GPUs, which no whole-GPU pod can use, over all free GPU
   // capacity), tessera_mig_relayouts_total{result}, tessera_mig_relayouts_in_flight,
   // tessera_mig_layout_conflicts, tessera_rightsize_applied_total{mode},
-  // tessera_rightsize_skipped_total, tessera_rightsize_oom_kills_total{namespace,owner_kind,owner},
+  // tessera_rightsize_skipped_total, tessera_rightsize_oom_evictions_total,
+  // tessera_rightsize_oom_kills_total{namespace,owner_kind,owner},
   // tessera_rightsize_oom_retries_total{namespace,owner_kind,owner}.
   std::string Metrics(double now) const;
   // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
