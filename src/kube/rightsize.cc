@@ -365,6 +365,20 @@ std::vector<std::string> OomKills(const Json& pod) {
   return out;
 }
 
+bool RestartsInPlaceUnderController(const Json& pod) {
+  const Json* md = Field(pod, "metadata");
+  if (!md || !md->is_object() || Field(*md, "deletionTimestamp")) return false;
+  if (const Json* spec = Field(pod, "spec"); spec && Str(*spec, "restartPolicy") == "Never")
+    return false;
+  const Json* refs = Field(*md, "ownerReferences");
+  if (!refs || !refs->is_array()) return false;
+  for (const Json& ref : *refs) {
+    const Json* c = Field(ref, "controller");
+    if (c && c->is_boolean() && c->get<bool>() && !Str(ref, "name").empty()) return true;
+  }
+  return false;
+}
+
 std::string PodAnnotation(const Json& pod, const char* key) {
   const Json* a = Path(pod, {"metadata", "annotations"});
   return a ? Str(*a, key) : "";

@@ -31,6 +31,8 @@ inline constexpr const char* kAnnotationRecommendation = "tessera.io/rightsize-r
 inline constexpr const char* kAnnotationRightsizeApplied = "tessera.io/rightsize-applied";
 inline constexpr const char* kAnnotationRightsizeProposed = "tessera.io/rightsize-proposed";
 inline constexpr const char* kAnnotationOomRetries = "tessera.io/rightsize-oom-retries";
+// Event reason of the eviction that replaces a rightsized pod killed out of memory.
+inline constexpr const char* kEventRightsizeOomRestart = "RightsizeOomRestart";
 
 enum class RightsizeMode : uint8_t { kOff, kAuto, kRecommend };
 // "auto", "recommend", "off"/absent; InvalidArgument for any other value.
@@ -113,6 +115,12 @@ PodOwnerRef OwnerOf(const Json& pod);
 // Containers whose state or last state is terminated with reason OOMKilled, as
 // "<container>#<restartCount>" (one entry per kill the status shows).
 std::vector<std::string> OomKills(const Json& pod);
+
+// True when the kubelet would run a killed container again in this same pod (restartPolicy
+// Always, the default, or OnFailure) and a controller (ownerReference with controller: true)
+// would replace the pod if it were evicted, and the pod is not being deleted already. Such a
+// pod keeps its grant across restarts, so only a new pod can be sized again.
+bool RestartsInPlaceUnderController(const Json& pod);
 
 // A string annotation of the pod; "" when absent or not a string.
 std::string PodAnnotation(const Json& pod, const char* key);

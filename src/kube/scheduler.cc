@@ -420,7 +420,7 @@ struct Scheduler::Impl {
         Status s = client.Evict(e.ns, e.name);
         if (s.ok() && config.pod_events)
           WriteFailed("an Event",
-                      client.PodEvent(e.ns, e.name, e.uid, "Warning", "Preempted", e.reason));
+                      client.PodEvent(e.ns, e.name, e.uid, "Warning", e.event_reason, e.reason));
         if (!s.ok() && HttpStatusOf(s) != 404) {
           std::lock_guard<std::mutex> lc(mu);
           core->EvictionFailed(e, s);

@@ -483,6 +483,12 @@ void SchedulerCore::ForgetPod(const std::string& key) {
   PodEntry& p = *it->second;
   unadopted_.erase(key);
   eviction_retry_.erase(key);
+  oom_restarting_.erase(key);
+  // A gone pod needs no eviction.
+  held_evictions_.erase(
+      std::remove_if(held_evictions_.begin(), held_evictions_.end(),
+                     [&](const EvictAction& e) { return e.ns + "/" + e.name == key; }),
+      held_evictions_.end());
   for (auto& [n, set] : terminating_) set.erase(key);
   last_notice_.erase(key);
   if (p.job != 0) {
@@ -858,6 +864,15 @@ void SchedulerCore::EvictionFailed(const EvictAction& e, const Status& why) {
   auto pt = pods_.find(key);
   if (pt == pods_.end()) return;  // already gone
   PodEntry& p = *pt->second;
+  if (e.event_reason == kEventRightsizeOomRestart) {
+    // The pod still holds its allocation; only the restart at a larger grant is lost.
+    oom_restarting_.erase(key);
+    deferred_notices_.push_back({p.req.ns, p.req.name, p.req.uid, "EvictionBlocked",
+                                 "eviction after an out-of-memory kill refused (" + why.message() +
+                                     "); the container restarts in place at its rightsized "
+                                     "grant until the pod is deleted"});
+    return;
+  }
   auto nt = node_index_.find(p.req.node_name);
   if (nt == node_index_.end()) return;
   const NodeIdx n = nt->second;

@@ -92,6 +92,10 @@ struct PodNotice {
 struct EvictAction {
   std::string ns, name, uid;
   std::string reason;
+  // The Event written on the pod: "Preempted" (a preemption victim, a pod on a lost node) or
+  // "RightsizeOomRestart" (a rightsized pod killed out of memory whose controller would restart
+  // it in place at the same grant; evicted so that the controller's next pod is sized again).
+  std::string event_reason = "Preempted";
 };
 
 // A MIG layout the scheduler wants on one GPU of a node; the runtime records it in the node's
@@ -132,6 +136,8 @@ struct CoreStats {
   int64_t rightsize_oom_kills = 0, rightsize_oom_retries = 0;
   // Pods evicted to make room for an out-of-memory retry (scheduler_oom_preempt.cc).
   int64_t rightsize_oom_preemptions = 0;
+  // Killed pods evicted because their container would restart in place at the same grant.
+  int64_t rightsize_oom_evictions = 0;
 };
 
 class SchedulerCore {
@@ -181,7 +187,7 @@ class SchedulerCore {
   // tessera_mig_layout_conflicts, tessera_rightsize_applied_total{mode},
   // tessera_rightsize_skipped_total, tessera_rightsize_oom_kills_total{namespace,owner_kind,owner},
   // tessera_rightsize_oom_retries_total{namespace,owner_kind,owner},
-  // tessera_rightsize_oom_preemptions_total.
+  // tessera_rightsize_oom_preemptions_total, tessera_rightsize_oom_evictions_total.
   std::string Metrics(double now) const;
   // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
   std::string WhyPending(const std::string& pod_key) const;
@@ -295,6 +301,10 @@ class SchedulerCore {
   // "<owner key>\n<recommendation>" -> admission order (PodEntry::admitted_seq) of the last
   // pod of the owner killed out of memory under that recommendation.
   std::map<std::string, int64_t> oom_killed_seq_;
+  // Killed pods evicted to restart at a larger grant ("ns/name" -> OwnerText of their owner),
+  // until they are gone or their eviction is refused: the owner's retry waits for their room
+  // instead of preempting.
+  std::map<std::string, std::string> oom_restarting_;
   int64_t next_admission_seq_ = 0;
   std::unique_ptr<Engine> trial_engine_;  // fit trials of OomPreempt, never allocates
   int64_t next_revision_ = 1;

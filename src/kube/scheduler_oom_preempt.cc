@@ -33,6 +33,10 @@ void SchedulerCore::OomPreempt(CycleOutput& out) {
     PodEntry& p = *pt->second;
     if (p.oom_killed_seq < 0 || p.oom_preempted || !p.req.gang.empty()) continue;
     if (relayout_wait_.count(id)) continue;  // a MIG re-layout is making room
+    // The owner's killed pod is being evicted to restart here: its room comes back.
+    if (std::any_of(oom_restarting_.begin(), oom_restarting_.end(),
+                    [&](const auto& r) { return r.second == p.oom_retry_of; }))
+      continue;
     const auto mask = MaskFor(p.req);
     const bool slice = WantsSlice(p.req, config_.select_share_mechanism);
     const WorkloadId trial_id = id * kPodsPerJob;

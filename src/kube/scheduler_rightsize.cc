@@ -79,8 +79,10 @@ void SchedulerCore::ObserveRightsize(const Json& pod) {
     seq = it->second->admitted_seq;
   int64_t& killed = oom_killed_seq_[key];
   killed = std::max(killed, seq);
+  bool fresh = false;
   for (const std::string& k : kills) {
     if (!oom_seen_.insert(uid + "/" + k).second) continue;
+    fresh = true;
     ++stats_.rightsize_oom_kills;
     ++oom_kills_by_owner_[{owner.ns, owner.kind, owner.name}];
     const std::string container = k.substr(0, k.rfind('#'));
@@ -89,6 +91,17 @@ void SchedulerCore::ObserveRightsize(const Json& pod) {
                                     "\" was killed out of memory at its rightsized grant; " +
                                     "the next pod of " + OwnerText(owner) + " gets " +
                                     (retries + 1 >= 2 ? "its owner's request" : "a larger grant")});
+  }
+  if (fresh && RestartsInPlaceUnderController(pod)) {
+    ++stats_.rightsize_oom_evictions;
+    oom_restarting_[owner.ns + "/" + field("name")] = OwnerText(owner);
+    held_evictions_.push_back(
+        {owner.ns, field("name"), uid,
+         "killed out of memory at its rightsized grant; a restart in this pod would keep that "
+         "grant, so it is evicted and " +
+             OwnerText(owner) + "'s next pod gets " +
+             (retries + 1 >= 2 ? "its owner's request" : "a larger grant"),
+         kEventRightsizeOomRestart});
   }
 }
 
@@ -244,6 +257,12 @@ std::string SchedulerCore::RightsizeMetrics() const {
       "annotation was malformed.\n"
       "# TYPE tessera_rightsize_skipped_total counter\n";
   out += "tessera_rightsize_skipped_total " + std::to_string(stats_.rightsize_skipped) + "\n";
+  out +=
+      "# HELP tessera_rightsize_oom_evictions_total Rightsized pods evicted after an "
+      "out-of-memory kill so that their controller's next pod is sized again.\n"
+      "# TYPE tessera_rightsize_oom_evictions_total counter\n";
+  out += "tessera_rightsize_oom_evictions_total " + std::to_string(stats_.rightsize_oom_evictions) +
+         "\n";
   auto series = [&](const char* name, const char* help,
                     const std::map<OwnerLabels, int64_t>& by_owner) {
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";

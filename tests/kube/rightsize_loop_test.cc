@@ -320,7 +320,12 @@ TEST(RightsizeE2ETest, OomRetryPreemptsALaterPod) {
                        {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}})}}}};
   ASSERT_TRUE(server.MergePatch(pods + "/llm-1/status", oom).ok());
   ASSERT_TRUE(wait_for([&] { return HasEvent(server, "llm-1", "RightsizeOomKilled"); }));
-  ASSERT_TRUE(server.Delete(pods + "/llm-1").ok());
+  // Its container would restart in place at 32 GiB: the scheduler evicts it, and the
+  // ReplicaSet's replacement is the retry.
+  ASSERT_TRUE(wait_for([&] {
+    return !server.Get(pods + "/llm-1").has_value() &&
+           HasEvent(server, "llm-1", kEventRightsizeOomRestart);
+  }));
   ASSERT_TRUE(server.Create(pods, OwnedPod("llm-2", "llm", gpu1, ann(32768))).ok());
   const bool done = wait_for([&] { return bound("llm-2"); });
   stop = true;
@@ -338,6 +343,94 @@ TEST(RightsizeE2ETest, OomRetryPreemptsALaterPod) {
   EXPECT_EQ(a2.value(kAnnotationOomRetries, ""), "1");
   EXPECT_EQ(Json::parse(a2.value(kAnnotationRightsizeApplied, "{}"))["to"].value("memory_mib", 0),
             49152);
+}
+
+// The killed pod is evicted to restart elsewhere: while it is still there, its owner's retry
+// waits for its room instead of preempting; once it is gone the retry binds in that room.
+TEST(RightsizeOomPreemptTest, RetryWaitsForItsEvictedKilledPodInsteadOfPreempting) {
+  auto core = Core();
+  core->UpsertNode(GpuNodeJson("h", 1));
+  double now = 1;
+  auto auto_ann = [](int64_t mib) {
+    return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
+  };
+  const Json gpu1 = {{"nvidia.com/gpu", "1"}};
+  auto admit = [&](const Json& pod) -> Json {
+    core->UpsertPod(pod);
+    for (const auto& b : core->Cycle(now++).binds)
+      if (b.name == pod["metadata"]["name"]) {
+        Json bound = AsBound(pod, b);
+        core->UpsertPod(bound);
+        return bound;
+      }
+    ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
+    return pod;
+  };
+  // 24 + 32 GiB on the 80 GiB H100; the retry of llm-1 asks 36 GiB.
+  Json killed = admit(OwnedPod("llm-1", "llm", gpu1, auto_ann(24576)));
+  admit(OwnedPod("late", "web", gpu1, auto_ann(32768)));
+  killed["status"]["containerStatuses"] =
+      Json::array({{{"name", "main"},
+                    {"restartCount", 1},
+                    {"state", {{"running", Json::object()}}},
+                    {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+  core->UpsertPod(killed);
+  core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, auto_ann(24576)));
+  CycleOutput out = core->Cycle(now++);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  EXPECT_EQ(out.evictions[0].name, "llm-1");
+  EXPECT_EQ(out.evictions[0].event_reason, kEventRightsizeOomRestart);
+  EXPECT_TRUE(out.binds.empty());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(core->Cycle(now++).evictions.empty());
+  EXPECT_EQ(core->stats().rightsize_oom_preemptions, 0);
+  core->DeletePod(killed);
+  out = core->Cycle(now++);
+  EXPECT_TRUE(out.evictions.empty());
+  ASSERT_EQ(out.binds.size(), 1u);
+  EXPECT_EQ(out.binds[0].name, "llm-2");
+  EXPECT_EQ(core->stats().rightsize_oom_preemptions, 0);
+}
+
+// A refused eviction of the killed pod leaves it running at its grant: the retry may then
+// preempt a later pod.
+TEST(RightsizeOomPreemptTest, RetryPreemptsOnceTheKilledPodsEvictionIsRefused) {
+  auto core = Core();
+  core->UpsertNode(GpuNodeJson("h", 1));
+  double now = 1;
+  auto auto_ann = [](int64_t mib) {
+    return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
+  };
+  const Json gpu1 = {{"nvidia.com/gpu", "1"}};
+  auto admit = [&](const Json& pod) -> Json {
+    core->UpsertPod(pod);
+    for (const auto& b : core->Cycle(now++).binds)
+      if (b.name == pod["metadata"]["name"]) {
+        Json bound = AsBound(pod, b);
+        core->UpsertPod(bound);
+        return bound;
+      }
+    ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
+    return pod;
+  };
+  // 24 + 32 GiB; the retry asks 36 GiB: with llm-1 staying, evicting "late" makes room.
+  Json killed = admit(OwnedPod("llm-1", "llm", gpu1, auto_ann(24576)));
+  admit(OwnedPod("late", "web", gpu1, auto_ann(32768)));
+  killed["status"]["containerStatuses"] =
+      Json::array({{{"name", "main"},
+                    {"restartCount", 1},
+                    {"state", {{"running", Json::object()}}},
+                    {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+  core->UpsertPod(killed);
+  core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, auto_ann(24576)));
+  CycleOutput out = core->Cycle(now++);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  EXPECT_EQ(out.evictions[0].name, "llm-1");
+  core->EvictionFailed(out.evictions[0], Status(StatusCode::kResourceExhausted, "HTTP 429"));
+  out = core->Cycle(now++);
+  std::vector<std::string> evicted;
+  for (const auto& e : out.evictions) evicted.push_back(e.name);
+  EXPECT_EQ(evicted, std::vector<std::string>{"late"});
+  EXPECT_EQ(core->stats().rightsize_oom_preemptions, 1);
 }
 
 }  // namespace

@@ -329,6 +329,79 @@ TEST(RightsizeOomTest, NextPodGrowsThenGetsTheAskAndStateSurvivesRestart) {
       8192);
 }
 
+struct OomEvictCase {
+  std::string name;
+  std::function<void(Json&)> edit;  // applied to the killed pod as listed
+  bool evicted;
+};
+
+// A rightsized pod killed out of memory keeps its grant if the kubelet restarts the container in
+// the same pod; it is evicted exactly when a controller would replace it with a new pod.
+TEST(RightsizeOomTest, KilledPodIsEvictedOnlyWhenItWouldRestartInPlace) {
+  const Json ann = {{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, kMps4G}};
+  const std::vector<OomEvictCase> cases = {
+      {"deployment pod, default restart policy", [](Json&) {}, true},
+      {"restartPolicy Always", [](Json& p) { p["spec"]["restartPolicy"] = "Always"; }, true},
+      {"job pod, restartPolicy OnFailure",
+       [](Json& p) {
+         p["spec"]["restartPolicy"] = "OnFailure";
+         p["metadata"]["ownerReferences"][0]["kind"] = "Job";
+         p["metadata"]["ownerReferences"][0]["name"] = "train";
+       },
+       true},
+      {"restartPolicy Never: the controller makes a new pod anyway",
+       [](Json& p) { p["spec"]["restartPolicy"] = "Never"; }, false},
+      {"bare pod: nothing would replace it",
+       [](Json& p) { p["metadata"].erase("ownerReferences"); }, false},
+      {"owner that is not the controller",
+       [](Json& p) { p["metadata"]["ownerReferences"][0]["controller"] = false; }, false},
+      {"already being deleted",
+       [](Json& p) { p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"; }, false},
+      {"not rightsized (no grant was applied)",
+       [](Json& p) { p["metadata"]["annotations"].erase(kAnnotationRightsizeApplied); }, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto core = Core();
+    core->UpsertNode(GpuNodeJson("h", 4));
+    core->UpsertPod(PodJson("p1", {{"nvidia.com/gpu", "1"}}, ann));
+    auto out = core->Cycle(1);
+    ASSERT_EQ(out.binds.size(), 1u);
+    const BindAction b1 = out.binds[0];
+    Json killed = BoundPod("p1", b1, true, ann);
+    c.edit(killed);
+    core->UpsertPod(killed);
+    out = core->Cycle(2);
+    if (!c.evicted) {
+      EXPECT_TRUE(out.evictions.empty());
+      EXPECT_EQ(core->stats().rightsize_oom_evictions, 0);
+      continue;
+    }
+    ASSERT_EQ(out.evictions.size(), 1u);
+    EXPECT_EQ(out.evictions[0].name, "p1");
+    EXPECT_EQ(out.evictions[0].event_reason, kEventRightsizeOomRestart);
+    EXPECT_NE(out.evictions[0].reason.find("a larger grant"), std::string::npos)
+        << out.evictions[0].reason;
+    EXPECT_EQ(core->stats().rightsize_oom_evictions, 1);
+    EXPECT_NE(core->Metrics(2).find("tessera_rightsize_oom_evictions_total 1"), std::string::npos);
+    // The same kill seen again is not evicted twice.
+    core->UpsertPod(killed);
+    EXPECT_TRUE(core->Cycle(3).evictions.empty());
+    // A PodDisruptionBudget refuses the eviction: the pod keeps its allocation and says why.
+    const int64_t bound = core->stats().pods_bound;
+    core->EvictionFailed(out.evictions[0],
+                         Status(StatusCode::kResourceExhausted, "HTTP 429: disruption budget"));
+    out = core->Cycle(4);
+    EXPECT_EQ(core->stats().pods_bound, bound);
+    ASSERT_EQ(out.notices.size(), 1u);
+    EXPECT_EQ(out.notices[0].reason, "EvictionBlocked");
+    EXPECT_NE(out.notices[0].message.find("restarts in place"), std::string::npos);
+    // Another pod that would need the whole node still does not fit next to it.
+    core->UpsertPod(PodJson("big", {{"nvidia.com/gpu", "4"}}, Json::object()));
+    EXPECT_TRUE(core->Cycle(5).binds.empty());
+  }
+}
+
 // A pod as the webhook leaves a tessera.io/rightsize: auto pod asking `gpus` whole GPUs: one
 // tessera.io/gpu-slice device, the ask in tessera.io/original-resources.
 Json RewrittenPod(const std::string& name, int gpus, Json ann, const std::string& node = "") {
@@ -563,8 +636,12 @@ TEST(RightsizeE2ETest, OomBackoffSurvivesARestart) {
                        {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}})}}}};
   ASSERT_TRUE(server.MergePatch(pods + "/llm-1/status", oom).ok());
   ASSERT_TRUE(server.Create(pods, PodJson("llm-2", {{"nvidia.com/gpu", "1"}}, ann)).ok());
-  ASSERT_TRUE(RunSchedulerUntil(
-      server, [&] { return bound("llm-2") && HasEvent(server, "llm-1", "RightsizeOomKilled"); }));
+  ASSERT_TRUE(RunSchedulerUntil(server, [&] {
+    return bound("llm-2") && HasEvent(server, "llm-1", "RightsizeOomKilled") &&
+           HasEvent(server, "llm-1", kEventRightsizeOomRestart);
+  }));
+  // The killed pod would restart in place at 4 GiB: it was evicted through the Eviction API.
+  EXPECT_GE(server.counters().evictions, 1);
   const Json a2 = (*server.Get(pods + "/llm-2"))["metadata"]["annotations"];
   EXPECT_EQ(a2.value(kAnnotationOomRetries, ""), "1");
   const Json applied = Json::parse(a2.value(kAnnotationRightsizeApplied, "{}"));
