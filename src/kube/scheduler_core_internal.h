@@ -12,6 +12,9 @@
 
 namespace tessera::kube {
 
+// The queue of pods this scheduler does not own (other schedulers, unknown queues).
+inline constexpr const char* kExternalQueue = "_external";
+
 struct SchedulerCore::PodEntry {
   PodRequest req;
   std::string key;
