@@ -316,6 +316,7 @@ std::vector<WorkloadId> Admission::RequeueNode(ClusterState& state, NodeIdx n,
     j.st = JobState::kPending;
     j.start = -1;
     j.why = why;
+    j.why_reason = PendingReason::kOther;
     ++im.qs[j.queue].pending;
     out.push_back(id);
   }
@@ -331,6 +332,7 @@ Status Admission::Requeue(ClusterState& state, WorkloadId job, const std::string
   it->second.st = JobState::kPending;
   it->second.start = -1;
   it->second.why = why;
+  it->second.why_reason = PendingReason::kOther;
   ++impl_->qs[it->second.queue].pending;
   return Status::Ok();
 }
@@ -368,6 +370,12 @@ std::string Admission::WhyPending(WorkloadId job) const {
   auto it = impl_->jobs.find(job);
   if (it == impl_->jobs.end() || it->second.st != JobState::kPending) return "";
   return it->second.why;
+}
+
+PendingReason Admission::WhyPendingReason(WorkloadId job) const {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kPending) return PendingReason::kOther;
+  return it->second.why_reason;
 }
 
 std::vector<Placement> Admission::Placements(WorkloadId job) const {

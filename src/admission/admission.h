@@ -184,6 +184,12 @@ inline constexpr WorkloadId kPodsPerJob = 1024;
 
 enum class JobState : uint8_t { kPending, kRunning, kFinished };
 
+// The kind of reason a pending job waits (the class of Admission::WhyPending's text): its queue's
+// quota (or borrowing limit) refuses it, no allowed node or GPU has room for it (a gang holding a
+// reservation waits for room too), or anything else (not yet considered, requeued after a node
+// loss or a failed bind).
+enum class PendingReason : uint8_t { kOther, kQuota, kNoFit };
+
 struct Preemption {
   WorkloadId victim = 0;
   WorkloadId preemptor = 0;
@@ -255,6 +261,8 @@ class Admission {
   // GPU-eq used, 2.00 asked; cohort lends 0.00)", "gang waits for 3 more nodes",
   // "reservation: waiting for nodes n1,n2 to free". Empty for jobs that are not pending.
   std::string WhyPending(WorkloadId job) const;
+  // The class of that reason; kOther for jobs that are not pending.
+  PendingReason WhyPendingReason(WorkloadId job) const;
   // Placement of each pod of a running job.
   std::vector<Placement> Placements(WorkloadId job) const;
   // Slice of each pod of a running slice job (same order as Placements); empty otherwise.

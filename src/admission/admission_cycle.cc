@@ -303,6 +303,7 @@ bool Admission::Impl::TryAdmit(ClusterState& state, Job& j, int f, double now,
     d.models = d.models == 0 ? fq.models : (d.models & fq.models);
     if (d.models == 0) {
       j.why = "flavor " + fq.name + " has none of the GPU models the job allows";
+      j.why_reason = PendingReason::kNoFit;
       return false;
     }
   }
@@ -313,6 +314,7 @@ bool Admission::Impl::TryAdmit(ClusterState& state, Job& j, int f, double now,
   Status q = QuotaFits(j.queue, f, est);
   if (!q.ok()) {
     j.why = q.message();
+    j.why_reason = PendingReason::kQuota;
     return false;
   }
   d.models = AffordableModels(j, f, d.models, need);
@@ -335,6 +337,7 @@ bool Admission::Impl::TryAdmit(ClusterState& state, Job& j, int f, double now,
         j.why = std::string("no placement: ") +
                 (j.has_reservation ? "none of its reserved nodes fits; elsewhere " : "") + e->why +
                 " (found this cycle for " + e->job + ", which asks no more)";
+        j.why_reason = PendingReason::kNoFit;
         return false;
       }
     }
@@ -344,6 +347,7 @@ bool Admission::Impl::TryAdmit(ClusterState& state, Job& j, int f, double now,
   if (!PlaceGang(state, j, d, &why, &shape.gpu_bound, &exhaustive)) {
     *placement_failed = true;
     j.why = "no placement: " + why;
+    j.why_reason = PendingReason::kNoFit;
     if (cached && exhaustive) RememberFailure(shape, j.spec.name, why);
     return false;
   }
@@ -361,6 +365,7 @@ bool Admission::Impl::TryAdmit(ClusterState& state, Job& j, int f, double now,
     j.placements.clear();
     j.slices.clear();
     j.why = exact_fit.message();
+    j.why_reason = PendingReason::kQuota;
     return false;
   }
   DropReservation(j);
@@ -524,6 +529,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     bool admitted = false, placement_failed = false;
     int first_flavor = -1;
     std::string first_why;
+    PendingReason first_reason = PendingReason::kOther;
     flavor_placement_failed.assign(queues_[best].flavors.size(), false);
     for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f) {
       bool pf = false;
@@ -533,6 +539,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         if (first_flavor < 0 || (pf && !placement_failed)) {
           first_flavor = static_cast<int>(f);
           first_why = j.why;
+          first_reason = j.why_reason;
         }
         placement_failed |= pf;
       }
@@ -549,6 +556,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       continue;
     }
     j.why = first_why;
+    j.why_reason = first_reason;
     const bool gang = j.spec.pods > 1 || j.spec.pod.num_gpu > 1;
     if (placement_failed && gang && config_.reservations && !j.timed_out) {
       if (!j.has_reservation) im.Reserve(state, j, first_flavor);

@@ -52,6 +52,7 @@ struct Admission::Impl {
     std::vector<Placement> placements;
     std::vector<SliceAssignment> slices;  // slice jobs: per running pod
     std::string why;
+    PendingReason why_reason = PendingReason::kOther;
     bool timed_out = false;
     bool has_reservation = false;
     int res_flavor = -1;

@@ -260,6 +260,7 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
                       " > " + std::to_string(v.spec.priority) + ")"
                 : "preempted by " + j.spec.name + " (same priority " +
                       std::to_string(j.spec.priority) + ", arrived earlier)";
+    v.why_reason = PendingReason::kOther;
     out.preempted.push_back({s.id, j.spec.id, v.why});
   }
   return true;

@@ -283,7 +283,8 @@ struct Scheduler::Impl {
 
   mutable std::mutex smu;
   RuntimeStats st;
-  std::set<std::pair<std::string, int>> logged_write_errors;  // guarded by smu
+  PromHistogram cycle_duration{PromHistogram::CycleBounds()};  // guarded by smu
+  std::set<std::pair<std::string, int>> logged_write_errors;   // guarded by smu
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 
   Impl(Client& c, SchedulerRuntimeConfig cfg) : client(c), config(std::move(cfg)) {}
@@ -529,6 +530,11 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       body += "tessera_status_write_errors_total " + std::to_string(st.status_write_errors) + "\n";
       body += "# HELP tessera_bindings_total Pods bound.\n# TYPE tessera_bindings_total counter\n";
       body += "tessera_bindings_total " + std::to_string(st.binds_ok) + "\n";
+      {
+        std::lock_guard<std::mutex> l(im.smu);
+        body += im.cycle_duration.Render("tessera_scheduling_cycle_duration_seconds",
+                                         "Wall time of one scheduling cycle of the leader.");
+      }
       res.set_content(body, "text/plain; version=0.0.4");
     });
     if (Status started = http->Start(); !started.ok())
@@ -671,6 +677,7 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
   double last_cycle = -1;
   while (!stop.load() && leading.load()) {
     CycleOutput out;
+    double cycle_s = 0;
     {
       std::unique_lock<std::mutex> l(im.mu);
       im.wake.wait_for(l, std::chrono::milliseconds(200), [&] { return im.dirty || stop.load(); });
@@ -690,11 +697,14 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
       }
       im.dirty = false;
       last_cycle = now;
+      const auto started = std::chrono::steady_clock::now();
       out = im.core->Cycle(now);
+      cycle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     }
     {
       std::lock_guard<std::mutex> l(im.smu);
       ++im.st.cycles;
+      im.cycle_duration.Observe(cycle_s);
     }
     if (!out.binds.empty() || !out.evictions.empty() || !out.notices.empty() ||
         !out.layouts.empty() || !out.events.empty())

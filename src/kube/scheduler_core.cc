@@ -544,10 +544,20 @@ std::string SchedulerCore::Notice(const std::string& key, const std::string& rea
   }
   sent = {msg, last_now_};
   auto it = pods_.find(key);
-  if (it != pods_.end())
+  if (it != pods_.end()) {
     out.notices.push_back(
         {it->second->req.ns, it->second->req.name, it->second->req.uid, reason, msg});
+    if (reason == "Unschedulable") ++stats_.unschedulable_notices;
+  }
   return msg;
+}
+
+void SchedulerCore::IssueBind(BindAction b, double now, CycleOutput& out) {
+  auto it = pods_.find(b.ns + "/" + b.name);
+  if (it != pods_.end() && it->second->first_pending >= 0)
+    latency_.Observe(std::max(0.0, now - it->second->first_pending));
+  ++stats_.binds_issued;
+  out.binds.push_back(std::move(b));
 }
 
 CycleOutput SchedulerCore::Cycle(double now) {
@@ -630,6 +640,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
       // The Preempted Event is written once the API server has accepted the eviction: a
       // PodDisruptionBudget may still refuse it (EvictionFailed).
       out.evictions.push_back({p.req.ns, p.req.name, p.req.uid, pre.reason});
+      ++stats_.preemption_evictions;
       auto nt = node_index_.find(p.req.node_name);
       if (nt != node_index_.end()) terminating_[nt->second].insert(key);
     }
@@ -679,12 +690,10 @@ CycleOutput SchedulerCore::Cycle(double now) {
       p.admitted_seq = ++next_admission_seq_;
       last_notice_.erase(j.pods[i]);
       p.bind_node = info.spec.name;
-      if (terminating_.count(pl.node) && !terminating_[pl.node].empty()) {
+      if (terminating_.count(pl.node) && !terminating_[pl.node].empty())
         held_.push_back(std::move(b));
-      } else {
-        out.binds.push_back(std::move(b));
-        ++stats_.binds_issued;
-      }
+      else
+        IssueBind(std::move(b), now, out);
     }
     j.pods.erase(std::remove(j.pods.begin(), j.pods.end(), std::string()), j.pods.end());
     for (size_t i = 0; i < j.pods.size(); ++i) pods_.at(j.pods[i])->index = static_cast<int>(i);
@@ -695,8 +704,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
   for (auto it = held_.begin(); it != held_.end();) {
     const NodeIdx n = node_index_.at(it->node);
     if (terminating_[n].empty()) {
-      out.binds.push_back(std::move(*it));
-      ++stats_.binds_issued;
+      IssueBind(std::move(*it), now, out);
       it = held_.erase(it);
     } else {
       ++it;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "admission/admission.h"
+#include "kube/prom_histogram.h"
 #include "kube/translate.h"
 #include "sharing/mig_planner.h"
 
@@ -138,6 +139,9 @@ struct CoreStats {
   int64_t rightsize_oom_preemptions = 0;
   // Killed pods evicted because their container would restart in place at the same grant.
   int64_t rightsize_oom_evictions = 0;
+  // Victims' pods evicted by admission preemption (priority or reclaimed quota), and pods given
+  // a new Unschedulable notice.
+  int64_t preemption_evictions = 0, unschedulable_notices = 0;
 };
 
 class SchedulerCore {
@@ -187,8 +191,16 @@ class SchedulerCore {
   // tessera_mig_layout_conflicts, tessera_rightsize_applied_total{mode},
   // tessera_rightsize_skipped_total, tessera_rightsize_oom_kills_total{namespace,owner_kind,owner},
   // tessera_rightsize_oom_retries_total{namespace,owner_kind,owner},
-  // tessera_rightsize_oom_preemptions_total, tessera_rightsize_oom_evictions_total.
+  // tessera_rightsize_oom_preemptions_total, tessera_rightsize_oom_evictions_total,
+  // tessera_pending_pods_by_reason{queue,reason} (reason: one of kPendingReasons, see
+  // PendingReasonOf), tessera_scheduling_latency_seconds (histogram: first seen pending -> bind
+  // issued, one observation per bind issued), tessera_scheduling_decisions_total{result}
+  // (bound: binds issued; unschedulable: new Unschedulable notices), tessera_preemptions_total,
+  // tessera_node_gpu_allocated_ratio{node,model}.
   std::string Metrics(double now) const;
+  // The reason codes of tessera_pending_pods_by_reason.
+  static constexpr const char* kPendingReasons[] = {"quota",      "no_fit",  "gang", "mig_relayout",
+                                                    "preempting", "binding", "other"};
   // Why a pending pod ("ns/name") waits; empty if unknown or not pending.
   std::string WhyPending(const std::string& pod_key) const;
 
@@ -201,6 +213,14 @@ class SchedulerCore {
   std::shared_ptr<const std::vector<uint8_t>> MaskFor(const PodRequest& p);
   void SubmitPending(double now);
   void ForgetPod(const std::string& key);
+  // Adds a bind to the cycle's output, counting it and observing its pod's scheduling latency.
+  void IssueBind(BindAction b, double now, CycleOutput& out);
+  // The code (kPendingReasons) of why a pending pod of ours waits: its gang has not formed
+  // (gang), admission refuses it for quota (quota) or finds no room (no_fit, also a gang
+  // holding a reservation), it waits for a MIG re-layout (mig_relayout), its bind waits for
+  // preemption victims to terminate (preempting), its bind is issued but not yet seen
+  // (binding), anything else (other: not yet considered, requeued).
+  const char* PendingReasonOf(const PodEntry& p) const;
   void NodeGone(NodeIdx n, const std::string& why);
   Status AdoptBound(PodEntry& pod, bool preemptible = true);
   // Records an adopted pod's one-pod job.
@@ -309,6 +329,7 @@ class SchedulerCore {
   std::unique_ptr<Engine> trial_engine_;  // fit trials of OomPreempt, never allocates
   int64_t next_revision_ = 1;
   WorkloadId next_placeholder_ = WorkloadId{1} << 60;
+  PromHistogram latency_{PromHistogram::LatencyBounds()};
 };
 
 }  // namespace tessera::kube

@@ -1,5 +1,6 @@
 // SchedulerCore's counters (stats) and its Prometheus exposition (Metrics): pending pods and
-// queue usage, allocation per pod and GPU, fragmentation, MIG re-layouts and rightsizing.
+// queue usage (pending pods by reason), allocation per pod, node and GPU, fragmentation,
+// scheduling latency, decisions and preemptions, MIG re-layouts and rightsizing.
 #include <algorithm>
 #include <cstdio>
 
@@ -24,14 +25,39 @@ CoreStats SchedulerCore::stats() const {
   return s;
 }
 
+const char* SchedulerCore::PendingReasonOf(const PodEntry& p) const {
+  if (!p.bind_node.empty()) {
+    for (const BindAction& b : held_)
+      if (b.ns == p.req.ns && b.name == p.req.name) return "preempting";
+    return "binding";
+  }
+  if (p.job == 0) return p.req.gang.empty() ? "other" : "gang";
+  if (relayout_wait_.count(p.job)) return "mig_relayout";
+  if (admission_->state(p.job) != JobState::kPending) return "other";
+  switch (admission_->WhyPendingReason(p.job)) {
+    case PendingReason::kQuota:
+      return "quota";
+    case PendingReason::kNoFit:
+      return "no_fit";
+    case PendingReason::kOther:
+      break;
+  }
+  return "other";
+}
+
 std::string SchedulerCore::Metrics(double now) const {
   std::map<std::string, int64_t> pending;
   std::map<std::string, double> oldest;
-  for (const auto& q : admission_->Queues())
-    if (q.name != kExternalQueue) pending[q.name] = 0, oldest[q.name] = 0;
+  std::map<std::string, std::map<std::string, int64_t>> by_reason;  // queue -> reason -> pods
+  for (const auto& q : admission_->Queues()) {
+    if (q.name == kExternalQueue) continue;
+    pending[q.name] = 0, oldest[q.name] = 0;
+    for (const char* r : kPendingReasons) by_reason[q.name][r] = 0;
+  }
   for (const auto& [key, p] : pods_) {
     if (p->bound || !p->ours || p->req.deleting) continue;
     ++pending[p->req.queue];
+    ++by_reason[p->req.queue][PendingReasonOf(*p)];
     if (p->first_pending >= 0)
       oldest[p->req.queue] = std::max(oldest[p->req.queue], now - p->first_pending);
   }
@@ -40,6 +66,16 @@ std::string SchedulerCore::Metrics(double now) const {
   out += "# TYPE tessera_pending_pods gauge\n";
   for (const auto& [q, n] : pending)
     out += "tessera_pending_pods{queue=\"" + q + "\"} " + std::to_string(n) + "\n";
+  out +=
+      "# HELP tessera_pending_pods_by_reason Pods waiting to be scheduled, per queue and reason "
+      "(quota, no_fit, gang, mig_relayout, preempting, binding, other).\n"
+      "# TYPE tessera_pending_pods_by_reason gauge\n";
+  for (const auto& [q, reasons] : by_reason)
+    for (const char* r : kPendingReasons) {
+      auto n = reasons.find(r);
+      out += "tessera_pending_pods_by_reason{queue=\"" + q + "\",reason=\"" + r + "\"} " +
+             std::to_string(n == reasons.end() ? 0 : n->second) + "\n";
+    }
   out += "# HELP tessera_pending_oldest_seconds Age of the oldest waiting pod, per queue.\n";
   out += "# TYPE tessera_pending_oldest_seconds gauge\n";
   for (const auto& [q, t] : oldest)
@@ -130,6 +166,35 @@ std::string SchedulerCore::Metrics(double now) const {
   out += "# TYPE tessera_gpu_fragmentation_ratio gauge\n";
   out +=
       "tessera_gpu_fragmentation_ratio " + std::to_string(ratio(free_partial, free_total)) + "\n";
+  out +=
+      "# HELP tessera_node_gpu_allocated_ratio Allocated share of a node's GPU capacity (MIG: "
+      "compute slices of the instances in use).\n"
+      "# TYPE tessera_node_gpu_allocated_ratio gauge\n";
+  for (NodeIdx n = 0; n < state_.num_nodes(); ++n) {
+    if (!node_alive_[n] || node_info_[n].model == kNoGpuModel) continue;
+    const int gpus = state_.free(n).gpu_count;
+    if (gpus <= 0) continue;
+    int64_t node_held = 0;
+    for (int g = 0; g < gpus; ++g) node_held += state_.gpu(n, g).HeldMilli();
+    out += "tessera_node_gpu_allocated_ratio{node=\"" + node_info_[n].spec.name + "\",model=\"" +
+           GpuCatalog::Builtin().Get(node_info_[n].model).name + "\"} " +
+           std::to_string(ratio(node_held, int64_t{1000} * gpus)) + "\n";
+  }
+  out +=
+      "# HELP tessera_scheduling_decisions_total Scheduling decisions: binds issued (bound) and "
+      "pods given a new Unschedulable notice (unschedulable).\n"
+      "# TYPE tessera_scheduling_decisions_total counter\n";
+  out += "tessera_scheduling_decisions_total{result=\"bound\"} " +
+         std::to_string(stats_.binds_issued) + "\n";
+  out += "tessera_scheduling_decisions_total{result=\"unschedulable\"} " +
+         std::to_string(stats_.unschedulable_notices) + "\n";
+  out +=
+      "# HELP tessera_preemptions_total Running pods evicted to make room for a higher-priority "
+      "job or a queue reclaiming its lent quota.\n"
+      "# TYPE tessera_preemptions_total counter\n";
+  out += "tessera_preemptions_total " + std::to_string(stats_.preemption_evictions) + "\n";
+  out += latency_.Render("tessera_scheduling_latency_seconds",
+                         "Time from a pod first seen pending to its bind being issued.");
   out += RightsizeMetrics();
   return out;
 }

@@ -460,11 +460,20 @@ TEST(Manifests, PrometheusRules) {
   const auto rules = OfKind("PrometheusRule");
   ASSERT_EQ(rules.size(), 1u);
   EXPECT_EQ(rules[0].node["apiVersion"].as<std::string>(), "monitoring.coreos.com/v1");
-  std::set<std::string> alerts;
+  std::set<std::string> alerts, records;
   // Tessera's own series, DCGM exporter series (the GPU alerts) or a scrape target's `up`.
   static const std::regex kMetric("\\b(tessera_[a-z_]+|DCGM_FI_[A-Z_]+|up\\{)");
+  // Recording rules are named level:metric:operations.
+  static const std::regex kRecord("^tessera:[a-z_]+:[a-z_]+$");
   for (const auto& g : rules[0].node["spec"]["groups"]) {
     for (const auto& r : g["rules"]) {
+      if (r["record"]) {
+        const std::string record = r["record"].as<std::string>();
+        records.insert(record);
+        EXPECT_TRUE(std::regex_match(record, kRecord)) << record;
+        EXPECT_TRUE(std::regex_search(r["expr"].as<std::string>(), kMetric)) << record;
+        continue;
+      }
       const std::string alert = r["alert"].as<std::string>();
       alerts.insert(alert);
       const std::string expr = r["expr"].as<std::string>();
@@ -478,6 +487,7 @@ TEST(Manifests, PrometheusRules) {
   for (const char* a : {"TesseraPodsPendingTooLong", "TesseraNoLeader", "TesseraBindingErrors",
                         "TesseraGpuFragmentationHigh"})
     EXPECT_TRUE(alerts.count(a)) << a;
+  EXPECT_TRUE(records.count("tessera:gpu_allocated_idle:gpus"));
 }
 
 TEST(Crds, StructuralSchemasWithValidation) {
