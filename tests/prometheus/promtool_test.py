@@ -4,7 +4,8 @@
   promtool_test.py rules SOURCE_DIR
       extracts deploy/monitoring/prometheusrule.yaml (scripts/prometheus-rules.py), runs
       `promtool check rules` on it, and `promtool test rules` on tests/prometheus/alerts_test.yaml
-      against a copy without annotations; checks that the unit tests name every alert.
+      against a copy without annotations; checks that the unit tests name every alert and
+      evaluate every recording rule (a promql_expr_test whose expr is the rule's name).
   promtool_test.py metrics TESSERA
       `promtool check metrics` (the exposition format and its lint) on the real /metrics of
       `tessera scheduler` (against a minimal API server), of `tessera extender` and of
@@ -52,10 +53,13 @@ def rules(src):
             failures.append("promtool check rules failed")
         with open(full) as f:
             doc = yaml.safe_load(f)
-        alerts = set()
+        alerts, records = set(), set()
         for g in doc["groups"]:
             for rule in g["rules"]:
-                alerts.add(rule["alert"])
+                if "record" in rule:
+                    records.add(rule["record"])
+                else:
+                    alerts.add(rule["alert"])
                 rule.pop("annotations", None)
         with open(os.path.join(tmp, "rules.yaml"), "w") as f:
             yaml.safe_dump(doc, f, sort_keys=False)
@@ -63,10 +67,15 @@ def rules(src):
         with open(test_src) as f:
             text = f.read()
         tests = yaml.safe_load(text)
-        firing, quiet = set(), set()
+        firing, quiet, evaluated = set(), set(), set()
         for t in tests["tests"]:
             for case in t.get("alert_rule_test", []):
                 (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
+            for case in t.get("promql_expr_test", []):
+                if case.get("exp_samples"):
+                    evaluated.add(case["expr"].strip())
+        for r in sorted(records - evaluated):
+            failures.append(f"alerts_test.yaml has no promql_expr_test of {r} with samples")
         for a in sorted(alerts):
             if a not in firing:
                 failures.append(f"alerts_test.yaml has no case where {a} fires")
