@@ -119,7 +119,10 @@ TEST(AdmissionQuotaTest, NominalBorrowingAndLending) {
     for (WorkloadId i = 1; i <= 8; ++i) ASSERT_TRUE(adm->Submit(Job(i, "team-a")).ok());
     ASSERT_TRUE(adm->RunCycle(c, 0).ok());
     EXPECT_EQ(Running(*adm, 1, 8), tc.expect_a);
-    if (tc.expect_a < 8) Contains(adm->WhyPending(8), tc.reason);
+    if (tc.expect_a < 8) {
+      Contains(adm->WhyPending(8), tc.reason);
+      EXPECT_EQ(adm->WhyPendingReason(8), PendingReason::kQuota);
+    }
     EXPECT_TRUE(c.CheckInvariants().ok());
   }
 }
@@ -233,6 +236,7 @@ TEST(AdmissionPreemptionTest, ReclaimWithinOneCycleAndNoLoop) {
   ASSERT_EQ(r->preempted.size(), 3u);
   Contains(r->preempted[0].reason, "team-b reclaimed its lent quota of gpu");
   Contains(adm->WhyPending(r->preempted[0].victim), "preempted");
+  EXPECT_EQ(adm->WhyPendingReason(r->preempted[0].victim), PendingReason::kOther);
   // Many more cycles: team-a's evicted jobs would have to borrow again, so they never preempt
   // back, and team-b (within nominal) is never reclaimed from.
   int preemptions = 3;
@@ -258,6 +262,7 @@ TEST(AdmissionPreemptionTest, PriorityWithinQueueAndMinimumRuntime) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->preempted.empty());
   Contains(adm->WhyPending(10), "no placement");
+  EXPECT_EQ(adm->WhyPendingReason(10), PendingReason::kNoFit);
   ASSERT_TRUE(adm->Submit(Job(11, "team", 1, 1, 0, 11)).ok());  // equal priority: never preempts
   r = adm->RunCycle(c, 120);
   ASSERT_TRUE(r.ok());
@@ -585,6 +590,7 @@ TEST(AdmissionRecoveryTest, LostNodeRequeuesWholeGangs) {
   EXPECT_EQ(adm->state(1), JobState::kPending);
   EXPECT_EQ(c.num_allocations(), 0u);  // the pods on n0 were released too
   EXPECT_EQ(adm->WhyPending(1), "node n1 disappeared");
+  EXPECT_EQ(adm->WhyPendingReason(1), PendingReason::kOther);
   EXPECT_EQ(adm->PendingJobs(), std::vector<WorkloadId>{1});
 }
 
