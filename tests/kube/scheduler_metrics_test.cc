@@ -73,6 +73,10 @@ struct ReasonCase {
   std::string reason;
 };
 
+void PrintTo(const ReasonCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
 const Json kGpu1 = {{"nvidia.com/gpu", "1"}};
 const Json kGpu2 = {{"nvidia.com/gpu", "2"}};
 
