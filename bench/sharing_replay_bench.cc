@@ -2,7 +2,8 @@
 // Kubernetes scheduler's decision logic (SchedulerCore, in-process, no API server) and sets its
 // outcome beside `tessera sim sharing`'s tessera strategy on the same workloads.
 //
-//   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE]
+//   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE] [--static-mig]
+//                                [--progress]
 //
 // Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
 // annotation (MIG off everywhere, as the sim's tessera strategy starts). Each workload becomes a
@@ -26,18 +27,22 @@
 #include <set>
 
 #include "cluster/gpu_catalog.h"
+#include "cluster/mig_geometry.h"
 #include "kube/scheduler_core.h"
 #include "sim/sharing_sim.h"
 
 namespace tessera::kube {
 namespace {
 
-Json NodeJson(const NodeSpec& n) {
+// `mig_layout` on the first `mig_gpus` GPUs (MigLayoutString form), MIG off on the others.
+Json NodeJson(const NodeSpec& n, const std::string& mig_layout = "", int mig_gpus = 0) {
   const GpuModelInfo& info = GpuCatalog::Builtin().Get(n.model);
   std::vector<GpuInventoryEntry> inv;
-  for (int g = 0; g < n.gpu_count; ++g)
-    inv.push_back({g, "GPU-" + n.name + "-" + std::to_string(g), info.name, info.memory_mib, false,
-                   "", true});
+  for (int g = 0; g < n.gpu_count; ++g) {
+    const bool mig = g < mig_gpus && !mig_layout.empty();
+    inv.push_back({g, "GPU-" + n.name + "-" + std::to_string(g), info.name, info.memory_mib, mig,
+                   mig ? mig_layout : "", true});
+  }
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
           {"metadata",
@@ -140,7 +145,16 @@ class Replay {
   }
 
   Result<ReplayResult> Run() {
-    for (const NodeSpec& n : SharingNodeSpecs(s_)) core_.UpsertNode(NodeJson(n));
+    const std::vector<NodeSpec> specs = SharingNodeSpecs(s_);
+    size_t k = 0;
+    for (const SharingNodeGroup& g : s_.node_groups) {
+      std::string layout;
+      if (static_mig_ && g.static_mig_gpus > 0)
+        if (const MigGeometry* geo = MigGeometryFor(g.model))
+          layout = MigLayoutString(*geo, g.static_mig_layout);
+      for (int i = 0; i < g.count; ++i, ++k)
+        core_.UpsertNode(NodeJson(specs[k], layout, g.static_mig_gpus));
+    }
     std::set<SimTime> times;
     for (const SharingWorkload& w : w_) times.insert(w.arrival_s);
     size_t next_arrival = 0;
@@ -338,10 +352,14 @@ class Replay {
   std::map<size_t, std::pair<std::vector<std::string>, std::vector<std::string>>> holdings_;
   ReplayResult r_;
   bool progress_ = false;
+  bool static_mig_ = false;
   SimTime last_hour_ = -1;
 
  public:
   void set_progress(bool on) { progress_ = on; }
+  // Nodes start with the scenario's static MIG layouts (as the static-mig strategy) instead of
+  // MIG off everywhere (as the sim's tessera strategy).
+  void set_static_mig(bool on) { static_mig_ = on; }
 };
 
 int Main(int argc, char** argv) {
@@ -354,7 +372,10 @@ int Main(int argc, char** argv) {
   app.add_option("--seed", seed, "workload seed (default: the scenario's)")
       ->each([&](const std::string&) { seed_given = true; });
   app.add_option("--json", json_path, "write the figures as JSON to this file");
-  bool progress = false;
+  bool progress = false, static_mig = false;
+  app.add_flag("--static-mig", static_mig,
+               "start the scheduler's nodes with the scenario's static MIG layouts (the sim's "
+               "tessera strategy still starts with MIG off)");
   app.add_flag("--progress", progress, "print progress per simulated hour on stderr");
   CLI11_PARSE(app, argc, argv);
 
@@ -383,6 +404,7 @@ int Main(int argc, char** argv) {
   }
   Replay rep(*scenario, *workloads, **core);
   rep.set_progress(progress);
+  rep.set_static_mig(static_mig);
   auto replay = rep.Run();
   if (!replay.ok()) {
     std::fprintf(stderr, "replay: %s\n", replay.status().ToString().c_str());
@@ -404,8 +426,9 @@ int Main(int argc, char** argv) {
     replay_training += r.placed_by_class[c];
   }
 
-  std::printf("scenario %s, seed %llu, %zu workloads\n", scenario->name.c_str(),
-              static_cast<unsigned long long>(seed), workloads->size());
+  std::printf("scenario %s, seed %llu, %zu workloads%s\n", scenario->name.c_str(),
+              static_cast<unsigned long long>(seed), workloads->size(),
+              static_mig ? ", scheduler nodes start with the static MIG layouts" : "");
   std::printf("%-28s %12s %12s\n", "", "sim tessera", "scheduler");
   auto row = [](const std::string& name, const std::string& a, const std::string& b) {
     std::printf("%-28s %12s %12s\n", name.c_str(), a.c_str(), b.c_str());
@@ -453,6 +476,7 @@ int Main(int argc, char** argv) {
     Json j = {{"scenario", scenario->name},
               {"seed", seed},
               {"workloads", workloads->size()},
+              {"static_mig", static_mig},
               {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
                            sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
               {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,
