@@ -3,7 +3,7 @@
 // outcome beside `tessera sim sharing`'s tessera strategy on the same workloads.
 //
 //   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE] [--static-mig]
-//                                [--progress]
+//                                [--hours H] [--cycle-interval S] [--progress]
 //
 // Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
 // annotation (MIG off everywhere, as the sim's tessera strategy starts). Each workload becomes a
@@ -168,7 +168,7 @@ class Replay {
         departed = Depart(it->second) || departed;
         it = departures_.erase(it);
       }
-      if (departed) CycleAt(t, times);
+      if (departed) Changed(t, times);
       // Give-ups.
       for (size_t i = 0; i < w_.size(); ++i) {
         if (state_[i] != kPending || w_[i].arrival_s + w_[i].patience_s > t) continue;
@@ -185,7 +185,11 @@ class Replay {
         ++next_arrival;
         arrived = true;
       }
-      if (arrived) CycleAt(t, times);
+      if (arrived) Changed(t, times);
+      if (dirty_ && (interval_ == 0 || t % interval_ == 0)) {
+        dirty_ = false;
+        CycleAt(t, times);
+      }
       if (progress_ && t / 3600 != last_hour_) {
         last_hour_ = t / 3600;
         std::fprintf(stderr, "t=%lldh: %lld cycles, %lld placed\n",
@@ -215,6 +219,17 @@ class Replay {
 
   static size_t Index(const std::string& pod_name) {
     return static_cast<size_t>(std::stoull(pod_name.substr(1)));
+  }
+
+  // Something the scheduler should see happened at t: it cycles at t, or with an interval at the
+  // next multiple of it.
+  void Changed(SimTime t, std::set<SimTime>& times) {
+    if (interval_ == 0) {
+      CycleAt(t, times);
+      return;
+    }
+    dirty_ = true;
+    times.insert((t + interval_ - 1) / interval_ * interval_);
   }
 
   void CycleAt(SimTime t, std::set<SimTime>& times) {
@@ -353,6 +368,8 @@ class Replay {
   ReplayResult r_;
   bool progress_ = false;
   bool static_mig_ = false;
+  SimTime interval_ = 0;
+  bool dirty_ = false;
   SimTime last_hour_ = -1;
 
  public:
@@ -360,6 +377,9 @@ class Replay {
   // Nodes start with the scenario's static MIG layouts (as the static-mig strategy) instead of
   // MIG off everywhere (as the sim's tessera strategy).
   void set_static_mig(bool on) { static_mig_ = on; }
+  // > 0: the scheduler cycles only at multiples of this many seconds (as a real scheduler's
+  // cycle interval), which bounds the number of cycles; waits grow by up to the interval.
+  void set_cycle_interval(SimTime s) { interval_ = s; }
 };
 
 int Main(int argc, char** argv) {
@@ -373,6 +393,14 @@ int Main(int argc, char** argv) {
       ->each([&](const std::string&) { seed_given = true; });
   app.add_option("--json", json_path, "write the figures as JSON to this file");
   bool progress = false, static_mig = false;
+  double hours = 0;
+  int64_t cycle_interval = 0;
+  app.add_option("--cycle-interval", cycle_interval,
+                 "cycle the scheduler only at multiples of this many seconds (0 = at every event)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--hours", hours,
+                 "cut the horizon to this many hours for both paths (workloads arriving later "
+                 "are dropped; 0 = the scenario's)");
   app.add_flag("--static-mig", static_mig,
                "start the scheduler's nodes with the scenario's static MIG layouts (the sim's "
                "tessera strategy still starts with MIG off)");
@@ -390,6 +418,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", workloads.status().ToString().c_str());
     return 2;
   }
+  if (hours > 0 && static_cast<SimTime>(hours * 3600) < scenario->horizon_s) {
+    scenario->horizon_s = static_cast<SimTime>(hours * 3600);
+    std::erase_if(*workloads,
+                  [&](const SharingWorkload& w) { return w.arrival_s >= scenario->horizon_s; });
+  }
   auto sim = SimulateSharing(*scenario, *workloads, "tessera");
   if (!sim.ok()) {
     std::fprintf(stderr, "sim: %s\n", sim.status().ToString().c_str());
@@ -405,6 +438,7 @@ int Main(int argc, char** argv) {
   Replay rep(*scenario, *workloads, **core);
   rep.set_progress(progress);
   rep.set_static_mig(static_mig);
+  rep.set_cycle_interval(cycle_interval);
   auto replay = rep.Run();
   if (!replay.ok()) {
     std::fprintf(stderr, "replay: %s\n", replay.status().ToString().c_str());
