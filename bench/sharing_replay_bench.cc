@@ -10,15 +10,17 @@
 // Pod as a user would write it: whole-GPU work asks nvidia.com/gpu: N in one pod, a fraction
 // tessera.io/gpu-memory (+ tessera.io/gpu-compute); tessera.io/isolation, tessera.io/gpu-models
 // (the demand's model mask) and host CPU/memory requests. Simulated time: at each event time
-// departures are deleted, the scheduler cycles, pods past their patience are deleted (gave up),
-// arrivals are added and the scheduler cycles again. Every bind is confirmed at once (the pod
+// departures are deleted (the scheduler cycles if any), pods past their patience are deleted
+// (gave up), arrivals are added and the scheduler cycles again; with --cycle-interval S it
+// cycles only at multiples of S seconds. Every bind is confirmed at once (the pod
 // comes back with nodeName and the bind's annotations), every MIG re-layout is reported applied
 // at once followed by another cycle at the same time; an eviction deletes the pod.
 //
 // Checks every bind: tessera.io/assignment decodes, names the bind's node and concrete GPUs,
 // MIG assignments name an instance, and no MIG instance or whole GPU is given twice at once.
 // Exits 1 when a check fails or the counts are inconsistent (placed + abandoned + never placed
-// != workloads), 2 on bad input; the two paths disagreeing is reported, not a failure.
+// + evicted != workloads), 2 on bad input. The two paths disagreeing, and times where the
+// scheduler still re-lays out or binds after 64 cycles ("unsettled"), are reported, not failures.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
