@@ -444,6 +444,7 @@ void Simulation::Record(size_t wi, const Placement& p) {
   const int64_t peak = w.demand.memory_mib;
   ++m_.placed;
   ++m_.placed_by_class[w.cls];
+  m_.placed_workloads[wi] = 1;
   const SliceKind first = p.parts.front().a.kind;
   ++m_.placed_by_kind[SliceKindName(first)];
   if (!p.explanation.empty() && !seen_kind_[static_cast<int>(first)]) {
@@ -544,6 +545,7 @@ Result<SharingMetrics> Simulation::Run() {
   m_.workloads = static_cast<int64_t>(w_.size());
   m_.arrived_by_class.assign(s_.classes.size(), 0);
   m_.placed_by_class.assign(s_.classes.size(), 0);
+  m_.placed_workloads.assign(w_.size(), 0);
   const int64_t initial_reconfigs = c_.reconfigurations();
   for (size_t i = 0; i < w_.size(); ++i) {
     if (w_[i].arrival_s < s_.horizon_s) events_.push(Event{w_[i].arrival_s, kArrival, i});

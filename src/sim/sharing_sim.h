@@ -88,6 +88,9 @@ struct SharingMetrics {
   std::vector<int64_t> arrived_by_class;  // indexed like SharingScenario::classes
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // SliceKindName of the first slice
+  // Whether each workload (by id) was placed; for comparisons with other placement paths
+  // (bench/sharing_replay_bench.cc). Not part of the table or JSON.
+  std::vector<uint8_t> placed_workloads;
   // First placement explanation per slice kind, and the first MIG reconfiguration reasons
   // (strategies that give reasons only).
   std::vector<std::string> explanations;

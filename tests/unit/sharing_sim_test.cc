@@ -384,6 +384,7 @@ TEST(SharingSimTest, ExclusivePlacesOneAndTheOtherWaits) {
   EXPECT_EQ(impatient.placed, 1);
   EXPECT_EQ(impatient.abandoned, 1);
   EXPECT_EQ(impatient.never_placed, 0);
+  EXPECT_EQ(impatient.placed_workloads, (std::vector<uint8_t>{1, 0}));
 
   // A departure at the give-up time comes first: the waiting workload starts.
   const SharingMetrics exact = Simulate(s, {W(0, 6, kBE), W(0, 6, kBE, 1000, 1000)}, "exclusive");
@@ -393,6 +394,7 @@ TEST(SharingSimTest, ExclusivePlacesOneAndTheOtherWaits) {
       Simulate(s, {W(0, 6, kBE, 20000), W(10, 6, kBE, 100, 20000)}, "exclusive");
   EXPECT_EQ(late.placed, 1);
   EXPECT_EQ(late.never_placed, 1);
+  EXPECT_EQ(late.placed_workloads, (std::vector<uint8_t>{1, 0}));
   EXPECT_DOUBLE_EQ(late.gpus_busy_avg, 1.0);
 }
 

@@ -1,0 +1,553 @@
+// tessera-bench-sharing-replay: replays a sharing scenario (sim/sharing_scenario.h) through the
+// Kubernetes scheduler's decision logic (SchedulerCore, in-process, no API server) and sets its
+// outcome beside `tessera sim sharing`'s tessera strategy on the same workloads.
+//
+//   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE] [--static-mig]
+//                                [--hours H] [--cycle-interval S] [--progress]
+//
+// Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
+// annotation (MIG off everywhere, as the sim's tessera strategy starts). Each workload becomes a
+// Pod as a user would write it: whole-GPU work asks nvidia.com/gpu: N in one pod, a fraction
+// tessera.io/gpu-memory (+ tessera.io/gpu-compute); tessera.io/isolation, tessera.io/gpu-models
+// (the demand's model mask) and host CPU/memory requests. Simulated time: at each event time
+// departures are deleted (the scheduler cycles if any), pods past their patience are deleted
+// (gave up), arrivals are added and the scheduler cycles again; with --cycle-interval S it
+// cycles only at multiples of S seconds. Every bind is confirmed at once (the pod
+// comes back with nodeName and the bind's annotations), every MIG re-layout is reported applied
+// at once followed by another cycle at the same time; an eviction deletes the pod.
+//
+// Checks every bind: tessera.io/assignment decodes, names the bind's node and concrete GPUs,
+// MIG assignments name an instance, and no MIG instance or whole GPU is given twice at once.
+// Exits 1 when a check fails or the counts are inconsistent (placed + abandoned + never placed
+// + evicted != workloads), 2 on bad input. The two paths disagreeing, and times where the
+// scheduler still re-lays out or binds after 64 cycles ("unsettled"), are reported, not failures.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "cluster/gpu_catalog.h"
+#include "cluster/mig_geometry.h"
+#include "kube/scheduler_core.h"
+#include "sim/sharing_sim.h"
+
+namespace tessera::kube {
+namespace {
+
+// `mig_layout` on the first `mig_gpus` GPUs (MigLayoutString form), MIG off on the others.
+Json NodeJson(const NodeSpec& n, const std::string& mig_layout = "", int mig_gpus = 0) {
+  const GpuModelInfo& info = GpuCatalog::Builtin().Get(n.model);
+  std::vector<GpuInventoryEntry> inv;
+  for (int g = 0; g < n.gpu_count; ++g) {
+    const bool mig = g < mig_gpus && !mig_layout.empty();
+    inv.push_back({g, "GPU-" + n.name + "-" + std::to_string(g), info.name, info.memory_mib, mig,
+                   mig ? mig_layout : "", true});
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", n.name}, {"annotations", {{kAnnotationInventory, EncodeInventory(inv)}}}}},
+          {"spec", Json::object()},
+          {"status",
+           {{"allocatable",
+             {{"cpu", std::to_string(n.cpu.value()) + "m"},
+              {"memory", std::to_string(n.memory.value()) + "Mi"},
+              {"nvidia.com/gpu", std::to_string(n.gpu_count)}}},
+            {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+}
+
+std::string PodName(WorkloadId id) {
+  return "w" + std::to_string(id);
+}
+
+Json PodJson(const SharingWorkload& w, const std::string& node = "",
+             const std::map<std::string, std::string>& extra = {}) {
+  const SliceDemand& d = w.demand;
+  Json ann = Json::object();
+  ann[kAnnotationIsolation] = IsolationName(d.isolation);
+  if (d.models != 0) {
+    std::string models;
+    const GpuCatalog& cat = GpuCatalog::Builtin();
+    for (size_t m = 0; m < cat.size() && m < 64; ++m)
+      if ((d.models >> m) & 1)
+        models += (models.empty() ? "" : ",") + cat.Get(static_cast<GpuModelId>(m)).name;
+    ann[kAnnotationGpuModels] = models;
+  }
+  for (const auto& [k, v] : extra) ann[k] = v;
+  Json limits = Json::object();
+  if (d.whole_gpus > 0) {
+    limits["nvidia.com/gpu"] = std::to_string(d.whole_gpus);
+  } else {
+    limits["tessera.io/gpu-memory"] = std::to_string(d.memory_mib) + "Mi";
+    if (d.compute_pct > 0) limits["tessera.io/gpu-compute"] = std::to_string(d.compute_pct);
+  }
+  Json spec = {{"schedulerName", "tessera"},
+               {"containers",
+                Json::array({{{"name", "main"},
+                              {"resources",
+                               {{"limits", limits},
+                                {"requests",
+                                 {{"cpu", std::to_string(d.cpu.value()) + "m"},
+                                  {"memory", std::to_string(d.host_memory.value()) + "Mi"}}}}}}})}};
+  if (!node.empty()) spec["nodeName"] = node;
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", PodName(w.id)},
+            {"namespace", "replay"},
+            {"uid", "uid-" + std::to_string(w.id)},
+            {"annotations", ann}}},
+          {"spec", spec},
+          {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+struct ReplayResult {
+  int64_t workloads = 0, placed = 0, abandoned = 0, never_placed = 0, evicted = 0;
+  int64_t relayouts = 0, cycles = 0, violations = 0;
+  double p50_wait_s = 0, p95_wait_s = 0;
+  std::vector<int64_t> placed_by_class;
+  std::map<std::string, int64_t> placed_by_kind;  // assignment kind of each bind
+  std::vector<uint8_t> placed_workloads;
+  std::vector<std::string> violation_samples;
+  // Times at which the scheduler still asked for re-layouts or binds after 64 cycles (a
+  // liveness finding about the scheduler, reported but not a check failure).
+  int64_t unsettled = 0;
+  std::vector<std::string> unsettled_samples;
+  // Why pods waited: the scheduler's notice messages without their figures, and how often.
+  std::map<std::string, int64_t> notices;
+};
+
+// A notice message with digits and parenthesised details dropped, so that notices of one kind
+// count together.
+std::string NoticeKey(const std::string& msg) {
+  std::string out;
+  int depth = 0;
+  for (char c : msg) {
+    if (c == '(') ++depth;
+    if (depth == 0 && !(c >= '0' && c <= '9')) out += c;
+    if (c == ')' && depth > 0) --depth;
+  }
+  return out.substr(0, 400);
+}
+
+class Replay {
+ public:
+  Replay(const SharingScenario& s, const std::vector<SharingWorkload>& w, SchedulerCore& core)
+      : s_(s), w_(w), core_(core), state_(w.size(), kFuture), bound_node_(w.size()) {
+    r_.workloads = static_cast<int64_t>(w.size());
+    r_.placed_by_class.assign(s.classes.size(), 0);
+    r_.placed_workloads.assign(w.size(), 0);
+  }
+
+  Result<ReplayResult> Run() {
+    const std::vector<NodeSpec> specs = SharingNodeSpecs(s_);
+    size_t k = 0;
+    for (const SharingNodeGroup& g : s_.node_groups) {
+      std::string layout;
+      if (static_mig_ && g.static_mig_gpus > 0)
+        if (const MigGeometry* geo = MigGeometryFor(g.model))
+          layout = MigLayoutString(*geo, g.static_mig_layout);
+      for (int i = 0; i < g.count; ++i, ++k)
+        core_.UpsertNode(NodeJson(specs[k], layout, g.static_mig_gpus));
+    }
+    std::set<SimTime> times;
+    for (const SharingWorkload& w : w_) times.insert(w.arrival_s);
+    size_t next_arrival = 0;
+    while (!times.empty()) {
+      const SimTime t = *times.begin();
+      times.erase(times.begin());
+      if (t >= s_.horizon_s) break;
+      // Departures; the scheduler only cycles when something changed.
+      bool departed = false;
+      for (auto it = departures_.begin(); it != departures_.end() && it->first <= t;) {
+        departed = Depart(it->second) || departed;
+        it = departures_.erase(it);
+      }
+      if (departed) Changed(t, times);
+      // Give-ups.
+      for (size_t i = 0; i < w_.size(); ++i) {
+        if (state_[i] != kPending || w_[i].arrival_s + w_[i].patience_s > t) continue;
+        state_[i] = kAbandoned;
+        core_.DeletePod(PodJson(w_[i]));
+      }
+      // Arrivals.
+      bool arrived = false;
+      while (next_arrival < w_.size() && w_[next_arrival].arrival_s == t) {
+        const SharingWorkload& w = w_[next_arrival];
+        state_[next_arrival] = kPending;
+        core_.UpsertPod(PodJson(w));
+        times.insert(w.arrival_s + w.patience_s);
+        ++next_arrival;
+        arrived = true;
+      }
+      if (arrived) Changed(t, times);
+      if (dirty_ && (interval_ == 0 || t % interval_ == 0)) {
+        dirty_ = false;
+        CycleAt(t, times);
+      }
+      if (progress_ && t / 3600 != last_hour_) {
+        last_hour_ = t / 3600;
+        std::fprintf(stderr, "t=%lldh: %lld cycles, %lld placed\n",
+                     static_cast<long long>(last_hour_), static_cast<long long>(r_.cycles),
+                     static_cast<long long>(r_.placed));
+      }
+    }
+    for (int st : state_) {
+      if (st == kAbandoned) ++r_.abandoned;
+      if (st == kPending) ++r_.never_placed;
+    }
+    r_.p50_wait_s = Quantile(waits_, 0.50);
+    r_.p95_wait_s = Quantile(waits_, 0.95);
+    r_.relayouts = core_.stats().relayouts_applied;
+    if (r_.placed + r_.abandoned + r_.never_placed + r_.evicted != r_.workloads)
+      Violation("counts inconsistent: placed + abandoned + never placed + evicted != workloads");
+    return r_;
+  }
+
+ private:
+  enum State { kFuture, kPending, kRunning, kDone, kAbandoned, kEvicted };
+
+  void Violation(const std::string& what) {
+    ++r_.violations;
+    if (r_.violation_samples.size() < 10) r_.violation_samples.push_back(what);
+  }
+
+  static size_t Index(const std::string& pod_name) {
+    return static_cast<size_t>(std::stoull(pod_name.substr(1)));
+  }
+
+  // Something the scheduler should see happened at t: it cycles at t, or with an interval at the
+  // next multiple of it.
+  void Changed(SimTime t, std::set<SimTime>& times) {
+    if (interval_ == 0) {
+      CycleAt(t, times);
+      return;
+    }
+    dirty_ = true;
+    times.insert((t + interval_ - 1) / interval_ * interval_);
+  }
+
+  void CycleAt(SimTime t, std::set<SimTime>& times) {
+    for (int round = 0; round < 64; ++round) {
+      CycleOutput out = core_.Cycle(static_cast<double>(t));
+      ++r_.cycles;
+      for (const BindAction& b : out.binds) Bind(b, t, times);
+      for (const PodNotice& n : out.notices) ++r_.notices[NoticeKey(n.message)];
+      for (const EvictAction& e : out.evictions) {
+        const size_t i = Index(e.name);
+        if (state_[i] == kRunning) {
+          Release(i);
+          ++r_.evicted;
+          --r_.placed;
+          --r_.placed_by_class[w_[i].cls];
+          r_.placed_workloads[i] = 0;
+        }
+        state_[i] = kEvicted;
+        core_.DeletePod(PodJson(w_[i]));
+      }
+      for (const LayoutAction& l : out.layouts)
+        if (!core_.LayoutReported(l.node, l.gpu, l.revision, true, ""))
+          Violation("layout report refused: " + l.node + "/" + std::to_string(l.gpu));
+      if (out.layouts.empty() && out.binds.empty() && out.evictions.empty()) return;
+    }
+    ++r_.unsettled;
+    if (r_.unsettled_samples.size() < 5) r_.unsettled_samples.push_back(std::to_string(t));
+  }
+
+  void Bind(const BindAction& b, SimTime t, std::set<SimTime>& times) {
+    const size_t i = Index(b.name);
+    if (i >= w_.size() || state_[i] != kPending) {
+      Violation("bind of a pod that is not pending: " + b.name);
+      return;
+    }
+    auto it = b.annotations.find(kAnnotationAssignment);
+    if (it == b.annotations.end()) {
+      Violation(b.name + ": bind without an assignment");
+    } else {
+      auto a = DecodeAssignment(it->second);
+      if (!a.ok()) {
+        Violation(b.name + ": assignment does not decode: " + a.status().message());
+      } else {
+        CheckAssignment(i, b, *a);
+      }
+    }
+    const SharingWorkload& w = w_[i];
+    state_[i] = kRunning;
+    bound_node_[i] = b.node;
+    ++r_.placed;
+    ++r_.placed_by_class[w.cls];
+    r_.placed_workloads[i] = 1;
+    waits_.push_back(static_cast<double>(t - w.arrival_s));
+    core_.UpsertPod(PodJson(w, b.node, b.annotations));
+    departures_.emplace(t + w.duration_s, i);
+    times.insert(t + w.duration_s);
+  }
+
+  void CheckAssignment(size_t i, const BindAction& b, const Assignment& a) {
+    ++r_.placed_by_kind[AssignmentKindName(a.kind)];
+    const std::string who = b.name + " (" + AssignmentKindName(a.kind) + ")";
+    if (a.node != b.node) Violation(who + ": assignment names node " + a.node);
+    if (a.gpus.empty()) {
+      Violation(who + ": assignment names no GPU");
+      return;
+    }
+    const int want = std::max(1, w_[i].demand.whole_gpus);
+    if (static_cast<int>(a.gpus.size()) != want)
+      Violation(who + ": " + std::to_string(a.gpus.size()) + " GPUs for a request of " +
+                std::to_string(want));
+    std::vector<std::string> keys;
+    for (int g : a.gpus) {
+      const std::string gpu = b.node + "/" + std::to_string(g);
+      switch (a.kind) {
+        case AssignmentKind::kExclusive:
+          keys.push_back(gpu);
+          break;
+        case AssignmentKind::kMig:
+        case AssignmentKind::kMigMps:
+          if (a.mig_instance.empty()) Violation(who + ": MIG assignment names no instance");
+          if (a.kind == AssignmentKind::kMig) keys.push_back(gpu + "/" + a.mig_instance);
+          if (exclusive_.count(gpu)) Violation(who + ": slice on a GPU given whole");
+          break;
+        default:
+          if (exclusive_.count(gpu)) Violation(who + ": share on a GPU given whole");
+          break;
+      }
+      if (a.kind != AssignmentKind::kExclusive) ++shared_[gpu];
+    }
+    for (const std::string& k : keys) {
+      if (!held_.insert(k).second) Violation(who + ": " + k + " given twice at once");
+      if (a.kind == AssignmentKind::kExclusive) {
+        exclusive_.insert(k);
+        if (shared_[k] > 0) Violation(who + ": whole GPU " + k + " already shared");
+      }
+    }
+    holdings_[i] = {keys, a.kind == AssignmentKind::kExclusive ? std::vector<std::string>{}
+                                                               : GpuKeys(b.node, a.gpus)};
+  }
+
+  static std::vector<std::string> GpuKeys(const std::string& node, const std::vector<int>& gpus) {
+    std::vector<std::string> out;
+    for (int g : gpus) out.push_back(node + "/" + std::to_string(g));
+    return out;
+  }
+
+  void Release(size_t i) {
+    auto it = holdings_.find(i);
+    if (it == holdings_.end()) return;
+    for (const std::string& k : it->second.first) {
+      held_.erase(k);
+      exclusive_.erase(k);
+    }
+    for (const std::string& g : it->second.second) --shared_[g];
+    holdings_.erase(it);
+  }
+
+  bool Depart(size_t i) {
+    if (state_[i] != kRunning) return false;
+    Release(i);
+    state_[i] = kDone;
+    core_.DeletePod(PodJson(w_[i], bound_node_[i]));
+    return true;
+  }
+
+  const SharingScenario& s_;
+  const std::vector<SharingWorkload>& w_;
+  SchedulerCore& core_;
+  std::vector<int> state_;
+  std::vector<std::string> bound_node_;
+  std::multimap<SimTime, size_t> departures_;
+  std::vector<double> waits_;
+  std::set<std::string> held_;       // MIG instances and whole GPUs in use
+  std::set<std::string> exclusive_;  // whole GPUs in use
+  std::map<std::string, int> shared_;
+  std::map<size_t, std::pair<std::vector<std::string>, std::vector<std::string>>> holdings_;
+  ReplayResult r_;
+  bool progress_ = false;
+  bool static_mig_ = false;
+  SimTime interval_ = 0;
+  bool dirty_ = false;
+  SimTime last_hour_ = -1;
+
+ public:
+  void set_progress(bool on) { progress_ = on; }
+  // Nodes start with the scenario's static MIG layouts (as the static-mig strategy) instead of
+  // MIG off everywhere (as the sim's tessera strategy).
+  void set_static_mig(bool on) { static_mig_ = on; }
+  // > 0: the scheduler cycles only at multiples of this many seconds (as a real scheduler's
+  // cycle interval), which bounds the number of cycles; waits grow by up to the interval.
+  void set_cycle_interval(SimTime s) { interval_ = s; }
+};
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Replays a sharing scenario through the scheduler core beside `sim sharing`"};
+  std::string scenario_path = "bench/scenarios/sharing-mixed.json";
+  std::string json_path;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  app.add_option("--scenario", scenario_path, "sharing scenario file");
+  app.add_option("--seed", seed, "workload seed (default: the scenario's)")
+      ->each([&](const std::string&) { seed_given = true; });
+  app.add_option("--json", json_path, "write the figures as JSON to this file");
+  bool progress = false, static_mig = false;
+  double hours = 0;
+  int64_t cycle_interval = 0;
+  app.add_option("--cycle-interval", cycle_interval,
+                 "cycle the scheduler only at multiples of this many seconds (0 = at every event)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--hours", hours,
+                 "cut the horizon to this many hours for both paths (workloads arriving later "
+                 "are dropped; 0 = the scenario's)");
+  app.add_flag("--static-mig", static_mig,
+               "start the scheduler's nodes with the scenario's static MIG layouts (the sim's "
+               "tessera strategy still starts with MIG off)");
+  app.add_flag("--progress", progress, "print progress per simulated hour on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  auto scenario = ReadSharingScenario(scenario_path);
+  if (!scenario.ok()) {
+    std::fprintf(stderr, "%s\n", scenario.status().ToString().c_str());
+    return 2;
+  }
+  if (!seed_given) seed = scenario->seed;
+  auto workloads = GenerateSharingWorkloads(*scenario, seed);
+  if (!workloads.ok()) {
+    std::fprintf(stderr, "%s\n", workloads.status().ToString().c_str());
+    return 2;
+  }
+  if (hours > 0 && static_cast<SimTime>(hours * 3600) < scenario->horizon_s) {
+    scenario->horizon_s = static_cast<SimTime>(hours * 3600);
+    std::erase_if(*workloads,
+                  [&](const SharingWorkload& w) { return w.arrival_s >= scenario->horizon_s; });
+  }
+  auto sim = SimulateSharing(*scenario, *workloads, "tessera");
+  if (!sim.ok()) {
+    std::fprintf(stderr, "sim: %s\n", sim.status().ToString().c_str());
+    return 2;
+  }
+  SchedulerConfig config;
+  config.seed = seed;
+  auto core = SchedulerCore::Create(config);
+  if (!core.ok()) {
+    std::fprintf(stderr, "%s\n", core.status().ToString().c_str());
+    return 2;
+  }
+  Replay rep(*scenario, *workloads, **core);
+  rep.set_progress(progress);
+  rep.set_static_mig(static_mig);
+  rep.set_cycle_interval(cycle_interval);
+  auto replay = rep.Run();
+  if (!replay.ok()) {
+    std::fprintf(stderr, "replay: %s\n", replay.status().ToString().c_str());
+    return 2;
+  }
+  const ReplayResult& r = *replay;
+  int64_t only_sim = 0, only_replay = 0;
+  for (size_t i = 0; i < workloads->size(); ++i) {
+    only_sim += sim->placed_workloads[i] && !r.placed_workloads[i];
+    only_replay += !sim->placed_workloads[i] && r.placed_workloads[i];
+  }
+  int64_t sim_training = 0, replay_training = 0;
+  for (size_t c = 0; c < scenario->classes.size(); ++c) {
+    if (scenario->classes[c].whole_gpus.empty()) continue;
+    bool multi = false;
+    for (int g : scenario->classes[c].whole_gpus) multi = multi || g > 1;
+    if (!multi) continue;
+    sim_training += sim->placed_by_class[c];
+    replay_training += r.placed_by_class[c];
+  }
+
+  std::printf("scenario %s, seed %llu, %zu workloads%s\n", scenario->name.c_str(),
+              static_cast<unsigned long long>(seed), workloads->size(),
+              static_mig ? ", scheduler nodes start with the static MIG layouts" : "");
+  std::printf("%-28s %12s %12s\n", "", "sim tessera", "scheduler");
+  auto row = [](const std::string& name, const std::string& a, const std::string& b) {
+    std::printf("%-28s %12s %12s\n", name.c_str(), a.c_str(), b.c_str());
+  };
+  auto num = [](double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", x);
+    return std::string(buf);
+  };
+  row("placed", num(sim->placed), num(r.placed));
+  for (size_t c = 0; c < scenario->classes.size(); ++c)
+    row("  " + scenario->classes[c].name, num(sim->placed_by_class[c]), num(r.placed_by_class[c]));
+  row("training placed (multi-GPU)", num(sim_training), num(replay_training));
+  row("abandoned", num(sim->abandoned), num(r.abandoned));
+  row("never placed", num(sim->never_placed), num(r.never_placed));
+  row("MIG reconfigurations", num(sim->reconfigurations), num(r.relayouts));
+  row("wait p50 s", num(sim->p50_wait_s), num(r.p50_wait_s));
+  row("wait p95 s", num(sim->p95_wait_s), num(r.p95_wait_s));
+  row("placed by one only", num(only_sim), num(only_replay));
+  std::printf("scheduler: %lld cycles, %lld evicted, assignment kinds:",
+              static_cast<long long>(r.cycles), static_cast<long long>(r.evicted));
+  for (const auto& [k, n] : r.placed_by_kind) std::printf(" %s %lld", k.c_str(), (long long)n);
+  std::printf("\nsim: slice kinds:");
+  for (const auto& [k, n] : sim->placed_by_kind) std::printf(" %s %lld", k.c_str(), (long long)n);
+  std::vector<std::pair<int64_t, std::string>> why;
+  for (const auto& [k, n] : r.notices) why.emplace_back(n, k);
+  std::sort(why.rbegin(), why.rend());
+  std::printf("\nscheduler: most frequent wait reasons (notices):\n");
+  for (size_t i = 0; i < why.size() && i < 6; ++i)
+    std::printf("  %5lld  %s\n", static_cast<long long>(why[i].first), why[i].second.c_str());
+  std::printf("unsettled times (64 cycles without settling): %lld",
+              static_cast<long long>(r.unsettled));
+  for (const auto& t : r.unsettled_samples) std::printf(" t=%s", t.c_str());
+  std::printf("\nviolations: %lld\n", static_cast<long long>(r.violations));
+  for (const auto& v : r.violation_samples) std::printf("  %s\n", v.c_str());
+
+  if (!json_path.empty()) {
+    auto side = [&](int64_t placed, int64_t abandoned, int64_t never, int64_t reconf, double p50,
+                    double p95, int64_t training, const std::vector<int64_t>& by_class) {
+      Json j = {{"placed", placed},           {"abandoned", abandoned},
+                {"never_placed", never},      {"mig_reconfigurations", reconf},
+                {"p50_wait_s", p50},          {"p95_wait_s", p95},
+                {"training_placed", training}};
+      for (size_t c = 0; c < scenario->classes.size(); ++c)
+        j["placed_by_class"][scenario->classes[c].name] = by_class[c];
+      return j;
+    };
+    Json j = {{"scenario", scenario->name},
+              {"seed", seed},
+              {"workloads", workloads->size()},
+              {"static_mig", static_mig},
+              {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
+                           sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
+              {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,
+                                 r.p95_wait_s, replay_training, r.placed_by_class)},
+              {"placed_only_by_sim", only_sim},
+              {"placed_only_by_scheduler", only_replay},
+              {"evicted", r.evicted},
+              {"cycles", r.cycles},
+              {"violations", r.violations},
+              {"unsettled", r.unsettled},
+              {"relayouts_planned", (*core)->stats().relayouts_planned},
+              {"violation_samples", r.violation_samples}};
+    for (const auto& [k, n] : r.placed_by_kind) j["scheduler"]["placed_by_kind"][k] = n;
+    for (const auto& [k, n] : sim->placed_by_kind) j["sim"]["placed_by_kind"][k] = n;
+    std::ofstream f(json_path);
+    f << j.dump(2) << "\n";
+    if (!f) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return 2;
+    }
+  }
+  return r.violations == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace tessera::kube
+
+int main(int argc, char** argv) {
+  return tessera::kube::Main(argc, argv);
+}
