@@ -378,6 +378,18 @@ PendingReason Admission::WhyPendingReason(WorkloadId job) const {
   return it->second.why_reason;
 }
 
+std::vector<uint8_t> Admission::ReservedForOthers(WorkloadId job, size_t nodes) const {
+  std::vector<uint8_t> out(nodes, 0);
+  for (WorkloadId id : impl_->reserving) {
+    if (id == job) continue;
+    auto it = impl_->jobs.find(id);
+    if (it == impl_->jobs.end()) continue;
+    for (NodeIdx n : it->second.reserved_nodes)
+      if (n < nodes) out[n] = 1;
+  }
+  return out;
+}
+
 std::vector<Placement> Admission::Placements(WorkloadId job) const {
   auto it = impl_->jobs.find(job);
   return it == impl_->jobs.end() ? std::vector<Placement>{} : it->second.placements;

@@ -263,6 +263,9 @@ class Admission {
   std::string WhyPending(WorkloadId job) const;
   // The class of that reason; kOther for jobs that are not pending.
   PendingReason WhyPendingReason(WorkloadId job) const;
+  // Nodes (by index, `nodes` entries) that reservations of jobs other than `job` hold: the
+  // cycle places `job` on none of them, so room made there (a MIG re-layout) cannot serve it.
+  std::vector<uint8_t> ReservedForOthers(WorkloadId job, size_t nodes) const;
   // Placement of each pod of a running job.
   std::vector<Placement> Placements(WorkloadId job) const;
   // Slice of each pod of a running slice job (same order as Placements); empty otherwise.

@@ -40,8 +40,11 @@ void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
     auto pt = pods_.find(job->pods.front());
     if (pt == pods_.end() || !WantsSlice(pt->second->req, config_.select_share_mechanism)) continue;
     const PodRequest& req = pt->second->req;
-    const auto mask = MaskFor(req);
-    auto plan = planner_.PlanFor(state_, req.slices, mask.get(), &frozen);
+    // Room made on a node another job's reservation holds could not serve this pod.
+    std::vector<uint8_t> mask = *MaskFor(req);
+    const auto reserved = admission_->ReservedForOthers(id, mask.size());
+    for (size_t n = 0; n < mask.size(); ++n) mask[n] = mask[n] && !reserved[n];
+    auto plan = planner_.PlanFor(state_, req.slices, &mask, &frozen);
     if (!plan.ok()) {
       relayout_blocked_[id] = plan.status().message();
       continue;

@@ -300,6 +300,31 @@ TEST(SchedulerRelayoutTest, BindsOnlyAfterTheNodeReportsTheLayoutApplied) {
   EXPECT_NE(m.find("tessera_gpu_allocated_ratio 0.428000"), std::string::npos) << m;
 }
 
+// A GPU on a node another job's reservation holds is never re-laid out for a pod: the cycle
+// would not place the pod there, so the layout would be made again and again.
+TEST(SchedulerRelayoutTest, NoReLayoutOnANodeAnotherJobHasReserved) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->UpsertPod(PodJson("one", {{"nvidia.com/gpu", "1"}}));
+  ASSERT_EQ(core->Cycle(1).binds.size(), 1u);
+  core->UpsertPod(PodJson("two", {{"nvidia.com/gpu", "2"}}));
+  EXPECT_TRUE(core->Cycle(2).binds.empty());
+  EXPECT_NE(core->WhyPending("ml/two").find("reservation"), std::string::npos)
+      << core->WhyPending("ml/two");
+  core->UpsertPod(PodJson("big", {{"nvidia.com/mig-3g.40gb", "1"}}));
+  for (double t = 3; t < 6; ++t) {
+    const CycleOutput out = core->Cycle(t);
+    EXPECT_TRUE(out.layouts.empty()) << out.layouts[0].node << " " << out.layouts[0].layout;
+    EXPECT_TRUE(out.binds.empty());
+  }
+  EXPECT_EQ(core->stats().relayouts_planned, 0);
+  // A node nobody holds gets the re-layout.
+  core->UpsertNode(MigNodeJson("free", {""}));
+  const CycleOutput out = core->Cycle(6);
+  ASSERT_EQ(out.layouts.size(), 1u);
+  EXPECT_EQ(out.layouts[0].node, "free");
+}
+
 struct RevertCase {
   const char* name;
   bool timeout;  // else the node reports a failure
