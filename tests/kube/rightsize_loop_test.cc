@@ -176,6 +176,34 @@ Json AsBound(Json pod, const BindAction& b) {
   return pod;
 }
 
+// A tessera.io/rightsize: auto pod's annotations with an MPS recommendation of `mib`.
+Json AutoAnn(int64_t mib) {
+  return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
+}
+
+// Submits `pod`, runs one cycle at `now` (then advanced) and confirms its bind; the pod as bound.
+Json Admit(SchedulerCore& core, double& now, const Json& pod) {
+  core.UpsertPod(pod);
+  for (const auto& b : core.Cycle(now++).binds)
+    if (b.name == pod["metadata"]["name"]) {
+      Json bound = AsBound(pod, b);
+      core.UpsertPod(bound);
+      return bound;
+    }
+  ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
+  return pod;
+}
+
+// `pod` with its container killed out of memory once and running again.
+Json OomKilled(Json pod) {
+  pod["status"]["containerStatuses"] =
+      Json::array({{{"name", "main"},
+                    {"restartCount", 1},
+                    {"state", {{"running", Json::object()}}},
+                    {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+  return pod;
+}
+
 struct OomPreemptCase {
   std::string name;
   bool late_first = false;      // "late" is bound before the killed pod
@@ -204,41 +232,23 @@ TEST(RightsizeOomPreemptTest, RetryPreemptsOnlyLaterRightsizedPodsOfNoHigherPrio
     auto core = Core();
     core->UpsertNode(GpuNodeJson("h", 1));
     double now = 1;
-    auto admit = [&](const Json& pod) -> Json {
-      core->UpsertPod(pod);
-      const CycleOutput out = core->Cycle(now++);
-      for (const auto& b : out.binds)
-        if (b.name == pod["metadata"]["name"]) {
-          Json bound = AsBound(pod, b);
-          core->UpsertPod(bound);
-          return bound;
-        }
-      ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
-      return pod;
-    };
-    auto auto_ann = [](int64_t mib) {
-      return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
-    };
+    auto admit = [&](const Json& pod) { return Admit(*core, now, pod); };
     const Json gpu1 = {{"nvidia.com/gpu", "1"}};
     const Json late_pod =
         c.late_rightsized
-            ? OwnedPod("late", "web", gpu1, auto_ann(24576), c.late_priority)
+            ? OwnedPod("late", "web", gpu1, AutoAnn(24576), c.late_priority)
             : OwnedPod("late", "web",
                        {{"tessera.io/gpu-memory", "24Gi"}, {"tessera.io/gpu-compute", "30"}},
                        Json::object(), c.late_priority);
-    admit(OwnedPod("early", "web", gpu1, auto_ann(16384)));
+    admit(OwnedPod("early", "web", gpu1, AutoAnn(16384)));
     if (c.late_first) admit(late_pod);
-    Json killed = admit(OwnedPod("llm-1", "llm", gpu1, auto_ann(32768)));
+    Json killed = admit(OwnedPod("llm-1", "llm", gpu1, AutoAnn(32768)));
     if (!c.late_first) admit(late_pod);
-    killed["status"]["containerStatuses"] =
-        Json::array({{{"name", "main"},
-                      {"restartCount", 1},
-                      {"state", {{"running", Json::object()}}},
-                      {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+    killed = OomKilled(killed);
     core->UpsertPod(killed);
     core->DeletePod(killed);
     if (c.spare_node) core->UpsertNode(GpuNodeJson("h2", 1));
-    core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, auto_ann(32768)));
+    core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, AutoAnn(32768)));
     CycleOutput out = core->Cycle(now++);
     std::vector<std::string> evicted;
     for (const auto& e : out.evictions) {
@@ -300,14 +310,11 @@ TEST(RightsizeE2ETest, OomRetryPreemptsALaterPod) {
     auto p = server.Get(pods + "/" + name);
     return p && !(*p)["spec"].value("nodeName", "").empty();
   };
-  auto ann = [](int64_t mib) {
-    return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
-  };
   const Json gpu1 = {{"nvidia.com/gpu", "1"}};
   // Admitted one after the other: early, llm-1, late.
   for (const auto& [name, owner, mib] :
        {std::tuple{"early", "web", 16384}, {"llm-1", "llm", 32768}, {"late", "web", 24576}}) {
-    ASSERT_TRUE(server.Create(pods, OwnedPod(name, owner, gpu1, ann(mib))).ok());
+    ASSERT_TRUE(server.Create(pods, OwnedPod(name, owner, gpu1, AutoAnn(mib))).ok());
     ASSERT_TRUE(wait_for([&] { return bound(name); })) << name;
   }
   const Json oom = {
@@ -326,7 +333,7 @@ TEST(RightsizeE2ETest, OomRetryPreemptsALaterPod) {
     return !server.Get(pods + "/llm-1").has_value() &&
            HasEvent(server, "llm-1", kEventRightsizeOomRestart);
   }));
-  ASSERT_TRUE(server.Create(pods, OwnedPod("llm-2", "llm", gpu1, ann(32768))).ok());
+  ASSERT_TRUE(server.Create(pods, OwnedPod("llm-2", "llm", gpu1, AutoAnn(32768))).ok());
   const bool done = wait_for([&] { return bound("llm-2"); });
   stop = true;
   t.join();
@@ -351,31 +358,14 @@ TEST(RightsizeOomPreemptTest, RetryWaitsForItsEvictedKilledPodInsteadOfPreemptin
   auto core = Core();
   core->UpsertNode(GpuNodeJson("h", 1));
   double now = 1;
-  auto auto_ann = [](int64_t mib) {
-    return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
-  };
   const Json gpu1 = {{"nvidia.com/gpu", "1"}};
-  auto admit = [&](const Json& pod) -> Json {
-    core->UpsertPod(pod);
-    for (const auto& b : core->Cycle(now++).binds)
-      if (b.name == pod["metadata"]["name"]) {
-        Json bound = AsBound(pod, b);
-        core->UpsertPod(bound);
-        return bound;
-      }
-    ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
-    return pod;
-  };
+  auto admit = [&](const Json& pod) { return Admit(*core, now, pod); };
   // 24 + 32 GiB on the 80 GiB H100; the retry of llm-1 asks 36 GiB.
-  Json killed = admit(OwnedPod("llm-1", "llm", gpu1, auto_ann(24576)));
-  admit(OwnedPod("late", "web", gpu1, auto_ann(32768)));
-  killed["status"]["containerStatuses"] =
-      Json::array({{{"name", "main"},
-                    {"restartCount", 1},
-                    {"state", {{"running", Json::object()}}},
-                    {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+  Json killed = admit(OwnedPod("llm-1", "llm", gpu1, AutoAnn(24576)));
+  admit(OwnedPod("late", "web", gpu1, AutoAnn(32768)));
+  killed = OomKilled(killed);
   core->UpsertPod(killed);
-  core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, auto_ann(24576)));
+  core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, AutoAnn(24576)));
   CycleOutput out = core->Cycle(now++);
   ASSERT_EQ(out.evictions.size(), 1u);
   EXPECT_EQ(out.evictions[0].name, "llm-1");
@@ -397,31 +387,14 @@ TEST(RightsizeOomPreemptTest, RetryPreemptsOnceTheKilledPodsEvictionIsRefused) {
   auto core = Core();
   core->UpsertNode(GpuNodeJson("h", 1));
   double now = 1;
-  auto auto_ann = [](int64_t mib) {
-    return Json{{kAnnotationRightsize, "auto"}, {kAnnotationRecommendation, MpsRec(mib)}};
-  };
   const Json gpu1 = {{"nvidia.com/gpu", "1"}};
-  auto admit = [&](const Json& pod) -> Json {
-    core->UpsertPod(pod);
-    for (const auto& b : core->Cycle(now++).binds)
-      if (b.name == pod["metadata"]["name"]) {
-        Json bound = AsBound(pod, b);
-        core->UpsertPod(bound);
-        return bound;
-      }
-    ADD_FAILURE() << "not bound: " << pod["metadata"]["name"];
-    return pod;
-  };
+  auto admit = [&](const Json& pod) { return Admit(*core, now, pod); };
   // 24 + 32 GiB; the retry asks 36 GiB: with llm-1 staying, evicting "late" makes room.
-  Json killed = admit(OwnedPod("llm-1", "llm", gpu1, auto_ann(24576)));
-  admit(OwnedPod("late", "web", gpu1, auto_ann(32768)));
-  killed["status"]["containerStatuses"] =
-      Json::array({{{"name", "main"},
-                    {"restartCount", 1},
-                    {"state", {{"running", Json::object()}}},
-                    {"lastState", {{"terminated", {{"reason", "OOMKilled"}}}}}}});
+  Json killed = admit(OwnedPod("llm-1", "llm", gpu1, AutoAnn(24576)));
+  admit(OwnedPod("late", "web", gpu1, AutoAnn(32768)));
+  killed = OomKilled(killed);
   core->UpsertPod(killed);
-  core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, auto_ann(24576)));
+  core->UpsertPod(OwnedPod("llm-2", "llm", gpu1, AutoAnn(24576)));
   CycleOutput out = core->Cycle(now++);
   ASSERT_EQ(out.evictions.size(), 1u);
   EXPECT_EQ(out.evictions[0].name, "llm-1");
