@@ -82,6 +82,11 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
       g.model = spec.model;
       g.memory_mib = memory;
     }
+    if (spec.gpu_count > 0 && memory > 0) {
+      min_gpu_memory_mib_ =
+          min_gpu_memory_mib_ == 0 ? memory : std::min(min_gpu_memory_mib_, memory);
+      max_gpu_memory_mib_ = std::max(max_gpu_memory_mib_, memory);
+    }
   }
   const NodeIdx idx = static_cast<NodeIdx>(specs_.size());
   gpu_capacity_milli_ += f.gpu_total;

@@ -129,6 +129,9 @@ class ClusterState {
   int64_t reconfigurations() const { return reconfigurations_; }
 
   int64_t gpu_capacity_milli() const { return gpu_capacity_milli_; }
+  // The smallest and largest per-GPU memory of the nodes with GPUs (0 when there are none).
+  int64_t min_gpu_memory_mib() const { return min_gpu_memory_mib_; }
+  int64_t max_gpu_memory_mib() const { return max_gpu_memory_mib_; }
   int64_t gpu_allocated_milli() const { return gpu_allocated_milli_; }
   int64_t total_gpus() const { return gpu_capacity_milli_ / 1000; }
 
@@ -159,6 +162,8 @@ class ClusterState {
   std::unordered_map<std::string, NodeIdx> by_name_;
   std::unordered_map<WorkloadId, Entry> ledger_;
   int64_t gpu_capacity_milli_ = 0;
+  int64_t min_gpu_memory_mib_ = 0;
+  int64_t max_gpu_memory_mib_ = 0;
   int64_t gpu_allocated_milli_ = 0;
   int64_t reconfigurations_ = 0;
 };

@@ -17,8 +17,18 @@ double PlannedCost(const ClusterState& c, const MigReconfig& r, const SliceDeman
   const MigGeometry* geo = MigGeometryFor(model);
   auto s = SizeSlice(d, model, SliceKind::kMig);
   if (!geo || !s.ok()) return 1e9;
-  return static_cast<double>(geo->profiles[s->mig_profile].compute_slices) / geo->compute_slices +
-         (r.mig_before ? 0.0 : 0.05);
+  return CapacityWeight(c, r.node) *
+         (static_cast<double>(geo->profiles[s->mig_profile].compute_slices) / geo->compute_slices +
+          (r.mig_before ? 0.0 : 0.05));
+}
+
+// No MIG instance costs less than this: the smallest profile (1/7 of a GPU) on the GPU of
+// least memory.
+double SmallestMigCost(const ClusterState& c) {
+  const int64_t largest = c.max_gpu_memory_mib();
+  const double w =
+      largest > 0 ? static_cast<double>(c.min_gpu_memory_mib()) / static_cast<double>(largest) : 1;
+  return w / 7.0;
 }
 
 }  // namespace
@@ -189,7 +199,7 @@ PlaceOutcome SharingAllocator::PlaceOn(ClusterState& cluster, WorkloadId id, con
         auto plan = planner_.PlanWholeGpus(cluster, d, allowed);
         if (plan.ok()) out.reconfigs = std::move(*plan);
       }
-    } else if (!choice.placed || choice.cost > 1.0 / 7.0) {
+    } else if (!choice.placed || choice.cost > SmallestMigCost(cluster)) {
       // A re-layout can only help when the best slice in place costs more than the smallest
       // MIG instance; compare the planned instance with it.
       auto plan = planner_.PlanFor(cluster, d, allowed);

@@ -41,6 +41,13 @@ std::string Gib(int64_t mib) {
 
 }  // namespace
 
+double CapacityWeight(const ClusterState& cluster, NodeIdx n) {
+  const int64_t largest = cluster.max_gpu_memory_mib();
+  if (largest <= 0 || cluster.gpu_count(n) == 0) return 1.0;
+  const int64_t mine = cluster.gpu(n, 0).memory_mib;
+  return mine > 0 ? static_cast<double>(mine) / static_cast<double>(largest) : 1.0;
+}
+
 int64_t EffectiveMemoryMib(const SliceDemand& d, GpuModelId model) {
   if (d.memory_mib > 0) return d.memory_mib;
   const int64_t card = GpuCatalog::Builtin().Get(model).memory_mib;
@@ -178,6 +185,7 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
     if (best_only && !states_seen.insert(cluster.gpu_state_key(n)).second) continue;
     const int64_t card = GpuCatalog::Builtin().Get(model).memory_mib;
     const MigGeometry* geo = MigGeometryFor(model);
+    const double weight = CapacityWeight(cluster, n);
     for (int k = 0; k < kKinds; ++k) {
       const SliceKind kind = kinds[k];
       if ((kind == SliceKind::kMig && !config_.allow_mig) ||
@@ -191,6 +199,7 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
       const Result<SizedSlice>& sized = *sizes[slot];
       if (!sized.ok()) continue;
       auto push = [&](SliceAssignment a, double cost) {
+        cost *= weight;
         if (best_only && !out.empty()) {
           const SliceChoice& b = out.front();
           // Nodes come in index order: a later candidate wins only by a strictly lower cost.

@@ -6,8 +6,10 @@
 // time-slice declared memory >= the demand's memory). Among the candidates that fit the cluster
 // as it is (no layout change), it prefers the one that consumes the least GPU capacity and
 // strands the least: free MIG instances of the right size, then GPUs already shared in the same
-// mode, then idle GPUs. An explicit MIG profile is pinned: only instances of exactly that profile
-// serve it. Pure and deterministic; thread-compatible.
+// mode, then idle GPUs. Capacity is counted in units of the cluster's largest GPU
+// (CapacityWeight): of two models that both serve a demand, the one with less memory is used
+// first, so the large GPUs stay for the work only they can hold. An explicit MIG profile is pinned:
+// only instances of exactly that profile serve it. Pure and deterministic; thread-compatible.
 #pragma once
 
 #include <string>
@@ -35,13 +37,17 @@ struct SizedSlice {
 // How `d` would be served by `kind` on a GPU of `model`; FailedPrecondition with the reason when
 // it cannot (model lacks MIG, memory above the GPU's, isolation forbids the kind, ...).
 Result<SizedSlice> SizeSlice(const SliceDemand& d, GpuModelId model, SliceKind kind);
+// What one GPU of node `n` is worth against a GPU of the cluster's largest memory (1.0): its
+// memory over the largest. Slice costs are GPU fractions times this weight. 1.0 for a node
+// without GPUs or a cluster without GPU memory figures.
+double CapacityWeight(const ClusterState& cluster, NodeIdx n);
 // Memory the demand is taken to need on `model` (explicit, or derived per docs/SHARING.md).
 int64_t EffectiveMemoryMib(const SliceDemand& d, GpuModelId model);
 
 struct SliceChoice {
   bool placed = false;
   SliceAssignment assignment;
-  double cost = 0;          // GPU capacity consumed + stranded, in GPU fractions (lower is better)
+  double cost = 0;  // GPU capacity consumed + stranded, in largest-GPU fractions (lower is better)
   std::string mechanism;    // e.g. "MIG 2g.20gb", "MPS 30% / 12 GiB", "exclusive 2 GPUs"
   std::string explanation;  // e.g. "MIG 2g.20gb on GPU 3 of node-7: strict isolation, 14 GiB peak"
   std::string reason;       // when !placed: why no candidate fits

@@ -302,6 +302,10 @@ TEST(SliceSelectorTest, DecisionTable) {
        whole2, true, SliceKind::kExclusive, "exclusive 2 GPUs on GPUs 0,1 of t4-0"},
       {"nothing asked means one exclusive GPU", [](ClusterState&) {}, nothing, true,
        SliceKind::kExclusive, "whole GPUs requested"},
+      {"a share both models serve goes to the GPU with less memory", [](ClusterState&) {},
+       Mem(4, Isolation::kStandard, 10), true, SliceKind::kMps, "MPS 10% / 4 GiB on GPU 0 of t4-0"},
+      {"a share only the large GPU holds goes there", [](ClusterState&) {},
+       Mem(20, Isolation::kStandard, 10), true, SliceKind::kMps, "of h100-0"},
       {"memory above the card is refused with sizes", [](ClusterState&) {}, t4_big, false,
        SliceKind::kExclusive, "T4 has 15 GiB, 20 GiB needed"},
   };
