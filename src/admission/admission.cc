@@ -352,6 +352,10 @@ Status Admission::SetPriority(WorkloadId job, int priority) {
   return Status::Ok();
 }
 
+void Admission::SetFrozenGpus(std::vector<GpuMask> frozen) {
+  impl_->frozen_base = std::move(frozen);
+}
+
 Status Admission::SetAllowedNodes(WorkloadId job,
                                   std::shared_ptr<const std::vector<uint8_t>> allowed) {
   auto it = impl_->jobs.find(job);

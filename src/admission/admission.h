@@ -197,9 +197,17 @@ struct Preemption {
       reason;  // "reclaim: team-a needs its lent quota of h100", "priority 10 > 0 in team-b"
 };
 
+// A single-pod slice job that waits for a MIG re-layout (Admission::SetLayoutPlanner): the
+// caller applies `reconfig` (or not) and a later cycle places the job.
+struct LayoutProposal {
+  WorkloadId job = 0;
+  MigReconfig reconfig;
+};
+
 struct CycleResult {
   std::vector<WorkloadId> admitted;
-  std::vector<Preemption> preempted;  // evicted jobs, now pending again
+  std::vector<Preemption> preempted;      // evicted jobs, now pending again
+  std::vector<LayoutProposal> relayouts;  // at most one per GPU; those jobs stay pending
 };
 
 struct QueueStatus {
@@ -251,6 +259,14 @@ class Admission {
   // Replaces a pending job's allowed nodes (JobSpec::allowed_nodes), e.g. after a node was
   // added or its readiness, taints or labels changed. NotFound if the job is not pending.
   Status SetAllowedNodes(WorkloadId job, std::shared_ptr<const std::vector<uint8_t>> allowed);
+
+  // With a planner, single-pod slice jobs may wait for a MIG re-layout instead of taking a
+  // worse slice in place (Engine::DecideSlice); the cycle lists them (CycleResult::relayouts)
+  // and does not preempt for them. Null: layouts are used as they are (default). The planner
+  // must outlive its use.
+  void SetLayoutPlanner(const MigPlanner* planner) { engine_.set_layout_planner(planner); }
+  // GPUs (one mask per node) the next cycles must not re-lay out, e.g. re-layouts in flight.
+  void SetFrozenGpus(std::vector<GpuMask> frozen);
 
   // One scheduling cycle at time `now` (seconds, non-decreasing): updates decayed usage,
   // admits what fits, preempts where the rules allow. Fails only on an internal inconsistency.

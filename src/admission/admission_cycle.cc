@@ -79,9 +79,10 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
     if (sd) sd->models = d.models;
     for (int i = 0; i < want; ++i) {
       const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(i);
-      Decision dec = sd ? self->engine_.DecideSlice(state, pid, *sd, allowed)
+      Decision dec = sd ? self->engine_.DecideSlice(state, pid, *sd, allowed, &frozen)
                         : self->engine_.Decide(state, pid, d, allowed);
       if (!dec.placed) {
+        if (dec.relayout && want == 1) j.relayout = std::move(dec.relayout);
         if (reason && static_cast<int>(ids.size()) < need) *reason = dec.WhyNotPlaced();
         if (gpu_bound && want == 1 && d.num_gpu > 0 && !sd)
           *gpu_bound = dec.reasons.cpu == 0 && dec.reasons.memory == 0;
@@ -483,6 +484,8 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     });
   }
   im.BuildFreeMask(state.num_nodes());
+  im.frozen = im.frozen_base;
+  im.frozen.resize(state.num_nodes(), 0);
   im.failures.clear();
   im.label_groups.clear();
   im.failure_cache = config_.remember_failures;
@@ -531,6 +534,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     std::string first_why;
     PendingReason first_reason = PendingReason::kOther;
     flavor_placement_failed.assign(queues_[best].flavors.size(), false);
+    j.relayout.reset();
     for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f) {
       bool pf = false;
       admitted = im.TryAdmit(state, j, static_cast<int>(f), now, &pf);
@@ -544,7 +548,15 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         placement_failed |= pf;
       }
     }
-    if (!admitted && config_.preemption &&
+    // A job that waits for a re-layout fits once the layout is made: it does not preempt.
+    const bool waits_for_layout = !admitted && j.relayout.has_value();
+    if (waits_for_layout) {
+      const MigReconfig& r = *j.relayout;
+      if (r.node < im.frozen.size()) im.frozen[r.node] |= GpuMask{1} << r.gpu;
+      out.relayouts.push_back({j.spec.id, r});
+      j.relayout.reset();
+    }
+    if (!admitted && !waits_for_layout && config_.preemption &&
         preemption_attempts < config_.max_preemption_attempts_per_cycle) {
       ++preemption_attempts;
       for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f)

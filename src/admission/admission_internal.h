@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -59,6 +60,7 @@ struct Admission::Impl {
     Resources res_charge;
     std::vector<uint8_t> reserved;        // nodes held by this job's reservation
     std::vector<NodeIdx> reserved_nodes;  // the same, as a list
+    std::optional<MigReconfig> relayout;  // this cycle: the re-layout the job waits for
   };
   struct QueueState {
     std::vector<Resources> usage;       // per flavor: running + reserved
@@ -204,6 +206,8 @@ struct Admission::Impl {
 
   // Nodes no other job's reservation holds (for `job`), or nullptr when none is held.
   std::vector<uint8_t> free_mask;
+  std::vector<GpuMask> frozen_base;  // SetFrozenGpus
+  std::vector<GpuMask> frozen;       // this cycle: frozen_base and the GPUs proposed so far
   bool any_reservation = false;
   std::set<WorkloadId> reserving;  // jobs holding a reservation
   void BuildFreeMask(size_t nodes);

@@ -139,11 +139,21 @@ Decision Engine::Decide(const ClusterState& state, WorkloadId id, const Demand& 
 }
 
 Decision Engine::DecideSlice(const ClusterState& state, WorkloadId id, const SliceDemand& demand,
-                             const std::vector<uint8_t>* allowed) const {
+                             const std::vector<uint8_t>* allowed,
+                             const std::vector<GpuMask>* frozen) const {
   Decision dec;
   dec.workload = id;
   dec.is_slice = true;
   SliceChoice c = selector_.Select(state, demand, allowed);
+  if (planner_ && selector_.config().allow_mig) {
+    auto plan = planner_->PlanBetterThan(state, demand, c, allowed, frozen);
+    if (plan.ok()) {
+      dec.why_not = "waiting for a MIG re-layout: " + plan->reason;
+      dec.relayout = std::move(*plan);
+      return dec;
+    }
+    if (!c.placed) c.reason += "; no MIG re-layout can help: " + plan.status().message();
+  }
   dec.placed = c.placed;
   if (!c.placed) {
     dec.why_not = std::move(c.reason);

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cluster/cluster_state.h"
 #include "core/random.h"
 #include "engine/policy.h"
+#include "sharing/mig_planner.h"
 #include "sharing/selector.h"
 
 namespace tessera {
@@ -48,6 +50,9 @@ struct Decision {
   SliceAssignment slice;
   std::string slice_explanation;  // e.g. "MIG 1g.10gb on GPU 2 of node-7: strict isolation, ..."
   std::string why_not;
+  // Set (and placed false) when a MIG re-layout serves the slice better than any slice in
+  // place (Engine::set_layout_planner): the workload waits for it to be applied.
+  std::optional<MigReconfig> relayout;
 
   // One line, e.g. "placed on node-7 GPUs [3] (score 57.000, best of 412 feasible nodes)".
   std::string Explain(const ClusterState& state) const;
@@ -79,10 +84,16 @@ class Engine {
 
   // Chooses the sharing mechanism, size, node and GPU (or MIG instance) for one slice demand
   // without changing the cluster (sharing/selector.h: never violates the isolation class,
-  // always guarantees the peak memory). Uses the layouts as they are; `allowed` as in Decide.
+  // always guarantees the peak memory). `allowed` as in Decide. Without a layout planner it uses
+  // the layouts as they are. With one, it also weighs re-laying out one GPU not in `frozen`
+  // (MigPlanner::PlanBetterThan): when that serves the demand better, the decision is not
+  // placed and carries the re-layout, and why_not says what it waits for.
   Decision DecideSlice(const ClusterState& state, WorkloadId id, const SliceDemand& demand,
-                       const std::vector<uint8_t>* allowed = nullptr) const;
+                       const std::vector<uint8_t>* allowed = nullptr,
+                       const std::vector<GpuMask>* frozen = nullptr) const;
   void set_selector_config(const SelectorConfig& c) { selector_ = SliceSelector(c); }
+  // The planner DecideSlice weighs re-layouts with (null: none); it must outlive its use.
+  void set_layout_planner(const MigPlanner* planner) { planner_ = planner; }
 
   // Decides the workloads in order, allocating each placed one before deciding the next.
   // Returns the plan (placed and unplaced decisions). Fails only if an allocation the engine
@@ -95,6 +106,7 @@ class Engine {
 
   std::unique_ptr<Scorer> scorer_;
   SliceSelector selector_;
+  const MigPlanner* planner_ = nullptr;
   Rng rng_;
   std::vector<uint32_t> rank_;  // tie-break order of nodes
   std::vector<NodeIdx> feasible_;

@@ -70,6 +70,7 @@ std::string SchedulerCore::WhyPending(const std::string& key) const {
   if (it->second->job == 0)
     return it->second->req.gang.empty() ? "not yet considered by a scheduling cycle"
                                         : "waiting for its gang to form";
+  if (auto rw = relayout_wait_.find(it->second->job); rw != relayout_wait_.end()) return rw->second;
   return admission_->WhyPending(it->second->job);
 }
 
@@ -612,13 +613,14 @@ CycleOutput SchedulerCore::Cycle(double now) {
     masks_stale_ = false;
     for (WorkloadId id : admission_->PendingJobs()) {
       auto jt = jobs_.find(id);
-      if (jt == jobs_.end() || jt->second->pods.empty()) continue;
+      if (jt == jobs_.end() || jt->second->pods.empty() || relayout_wait_.count(id)) continue;
       auto pt = pods_.find(jt->second->pods.front());
       if (pt == pods_.end()) continue;
       (void)admission_->SetAllowedNodes(id, MaskFor(pt->second->req));
     }
   }
   OomPreempt(out);
+  PrepareRelayouts(now);
   auto res = admission_->RunCycle(state_, now);
   if (!res.ok()) return out;
   // Preemption: the victims' pods are evicted; their jobs leave admission (their controllers
@@ -710,15 +712,13 @@ CycleOutput SchedulerCore::Cycle(double now) {
       ++it;
     }
   }
-  // MIG re-layouts for slice pods no current layout can host.
-  PlanRelayouts(now, out);
+  // MIG re-layouts the cycle chose for slice pods.
+  StartRelayouts(now, res->relayouts, out);
   // Why the others wait.
   for (const auto& [id, j] : jobs_) {
     if (admission_->state(id) != JobState::kPending) continue;
     auto rw = relayout_wait_.find(id);
-    std::string why = rw != relayout_wait_.end() ? rw->second : admission_->WhyPending(id);
-    if (auto rb = relayout_blocked_.find(id); rb != relayout_blocked_.end())
-      why += "; no MIG re-layout can help: " + rb->second;
+    const std::string why = rw != relayout_wait_.end() ? rw->second : admission_->WhyPending(id);
     for (const auto& key : j->pods) Notice(key, "Unschedulable", why, out);
   }
   for (const auto& [gang, keys] : gang_waiting_) {

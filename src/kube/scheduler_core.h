@@ -303,14 +303,19 @@ class SchedulerCore {
     std::vector<WorkloadId> placeholders;  // ledger entries holding the GPU meanwhile
   };
   using GpuKey = std::pair<NodeIdx, int>;
-  void PlanRelayouts(double now, CycleOutput& out);
+  // Before a cycle: forgets waits of jobs no longer pending; gives admission the planner and
+  // the GPUs it must not re-lay out (in flight, backing off).
+  void PrepareRelayouts(double now);
+  // After a cycle: starts the re-layouts it proposed (at most max_relayouts_per_cycle).
+  void StartRelayouts(double now, const std::vector<LayoutProposal>& proposals, CycleOutput& out);
+  // The job no longer waits for a re-layout: its allowed nodes are restored.
+  void ReleaseRelayoutWait(WorkloadId job);
   void ExpireRelayouts(double now);
   // Ends a re-layout: applied -> the ledger takes the layout; otherwise it is reverted.
   void EndRelayout(GpuKey key, bool applied, const std::string& why);
   std::map<GpuKey, Relayout> relayouts_;
-  std::map<GpuKey, double> relayout_backoff_;           // GPU -> not planned again before this time
-  std::map<WorkloadId, std::string> relayout_wait_;     // job -> the re-layout it waits for
-  std::map<WorkloadId, std::string> relayout_blocked_;  // job -> why no re-layout serves it
+  std::map<GpuKey, double> relayout_backoff_;        // GPU -> not planned again before this time
+  std::map<WorkloadId, std::string> relayout_wait_;  // job -> the re-layout it waits for
   MigPlanner planner_;
   // "<owner key>\n<recommendation>" -> out-of-memory kills under that recommendation.
   std::map<std::string, int> oom_level_;

@@ -1,8 +1,10 @@
-// SchedulerCore: MIG re-layouts in two phases. Planning records the desired layout of one GPU
-// (LayoutAction) and holds the GPU in the ledger with placeholder slices, so nothing is placed
-// on instances about to be destroyed; only the node's report (LayoutReported) changes the
-// layout in the ledger, after which the waiting pods are placed by the normal cycle. A failure
-// or a timeout reverts the plan.
+// SchedulerCore: MIG re-layouts in two phases. The admission cycle proposes them
+// (Engine::DecideSlice weighs a re-layout against every slice in place, by the same rule as the
+// sharing simulation: MigPlanner::PlanBetterThan). Starting one records the desired layout of
+// one GPU (LayoutAction) and holds the GPU in the ledger with placeholder slices, so nothing is
+// placed on instances about to be destroyed, and the job is placed nowhere meanwhile; only the
+// node's report (LayoutReported) changes the layout in the ledger, after which the waiting pod
+// is placed by the normal cycle. A failure or a timeout reverts the plan.
 #include <bit>
 #include <charconv>
 #include <cstdio>
@@ -12,15 +14,14 @@
 
 namespace tessera::kube {
 
-void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
-  for (auto* m : {&relayout_wait_, &relayout_blocked_}) {
-    for (auto it = m->begin(); it != m->end();) {
-      if (admission_->state(it->first) == JobState::kPending)
-        ++it;
-      else
-        it = m->erase(it);
-    }
+void SchedulerCore::PrepareRelayouts(double now) {
+  for (auto it = relayout_wait_.begin(); it != relayout_wait_.end();) {
+    if (admission_->state(it->first) == JobState::kPending)
+      ++it;
+    else
+      it = relayout_wait_.erase(it);
   }
+  admission_->SetLayoutPlanner(config_.mig_relayout ? &planner_ : nullptr);
   if (!config_.mig_relayout) return;
   std::vector<GpuMask> frozen(state_.num_nodes(), 0);
   for (const auto& [key, r] : relayouts_) frozen[key.first] |= GpuMask{1} << key.second;
@@ -32,26 +33,21 @@ void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
     frozen[it->first.first] |= GpuMask{1} << it->first.second;
     ++it;
   }
+  admission_->SetFrozenGpus(std::move(frozen));
+}
+
+void SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>& proposals,
+                                   CycleOutput& out) {
+  if (!config_.mig_relayout) return;
   int planned = 0;
-  for (const auto& [id, job] : jobs_) {
+  for (const LayoutProposal& p : proposals) {
     if (planned >= config_.max_relayouts_per_cycle) break;
-    if (relayout_wait_.count(id) || job->pods.empty()) continue;
-    if (admission_->state(id) != JobState::kPending) continue;
-    auto pt = pods_.find(job->pods.front());
-    if (pt == pods_.end() || !WantsSlice(pt->second->req, config_.select_share_mechanism)) continue;
-    const PodRequest& req = pt->second->req;
-    // Room made on a node another job's reservation holds could not serve this pod.
-    std::vector<uint8_t> mask = *MaskFor(req);
-    const auto reserved = admission_->ReservedForOthers(id, mask.size());
-    for (size_t n = 0; n < mask.size(); ++n) mask[n] = mask[n] && !reserved[n];
-    auto plan = planner_.PlanFor(state_, req.slices, &mask, &frozen);
-    if (!plan.ok()) {
-      relayout_blocked_[id] = plan.status().message();
-      continue;
-    }
-    relayout_blocked_.erase(id);
-    const NodeIdx n = plan->node;
-    const int g = plan->gpu;
+    const WorkloadId id = p.job;
+    if (relayout_wait_.count(id) || !jobs_.count(id)) continue;
+    const MigReconfig& plan = p.reconfig;
+    const NodeIdx n = plan.node;
+    const int g = plan.gpu;
+    if (n >= state_.num_nodes() || relayouts_.count({n, g})) continue;
     // Hold the GPU: every free instance (or the idle GPU) gets a placeholder slice.
     Relayout r;
     const GpuSlices& gpu = state_.gpu(n, g);
@@ -82,9 +78,9 @@ void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
       continue;
     }
     r.revision = next_revision_++;
-    r.mig_after = plan->mig_after;
-    r.after = plan->after;
-    r.reason = plan->reason;
+    r.mig_after = plan.mig_after;
+    r.after = plan.after;
+    r.reason = plan.reason;
     r.started = now;
     r.job = id;
     const NodeInfo& info = node_info_[n];
@@ -94,11 +90,23 @@ void SchedulerCore::PlanRelayouts(double now, CycleOutput& out) {
     relayout_wait_[id] = "waiting for node " + info.spec.name + " to re-lay out GPU " +
                          std::to_string(g) + " as " + layout + " (revision " +
                          std::to_string(r.revision) + "): " + r.reason;
+    // Until the layout is applied (or fails) the job is placed nowhere: neither on a worse
+    // slice in place nor by a second re-layout.
+    (void)admission_->SetAllowedNodes(
+        id, std::make_shared<const std::vector<uint8_t>>(state_.num_nodes(), 0));
     relayouts_[{n, g}] = std::move(r);
-    frozen[n] |= GpuMask{1} << g;
     ++stats_.relayouts_planned;
     ++planned;
   }
+}
+
+void SchedulerCore::ReleaseRelayoutWait(WorkloadId job) {
+  relayout_wait_.erase(job);
+  auto jt = jobs_.find(job);
+  if (jt == jobs_.end() || jt->second->pods.empty()) return;
+  if (admission_->state(job) != JobState::kPending) return;
+  auto pt = pods_.find(jt->second->pods.front());
+  if (pt != pods_.end()) (void)admission_->SetAllowedNodes(job, MaskFor(pt->second->req));
 }
 
 void SchedulerCore::ExpireRelayouts(double now) {
@@ -122,14 +130,14 @@ void SchedulerCore::EndRelayout(GpuKey key, bool applied, const std::string& why
     auto diff = state_.SetMigLayout(key.first, key.second, r.mig_after, r.after);
     if (diff.ok()) {
       ++stats_.relayouts_applied;
-      relayout_wait_.erase(r.job);
+      ReleaseRelayoutWait(r.job);
       return;
     }
     failure = "reported applied, but the ledger refuses it: " + diff.status().message();
   }
   ++stats_.relayouts_failed;
   relayout_backoff_[key] = last_now_ + config_.mig_relayout_timeout_s;
-  relayout_wait_.erase(r.job);
+  ReleaseRelayoutWait(r.job);
   const std::string node = node_info_[key.first].spec.name;
   const std::string msg = "MIG re-layout of node " + node + " GPU " + std::to_string(key.second) +
                           " (revision " + std::to_string(r.revision) + ") failed: " + failure +

@@ -11,26 +11,6 @@ bool WholeGpuDemand(const SliceDemand& d) {
          (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
 }
 
-// Cost of a freshly planned instance, comparable with SliceChoice::cost.
-double PlannedCost(const ClusterState& c, const MigReconfig& r, const SliceDemand& d) {
-  const GpuModelId model = c.spec(r.node).model;
-  const MigGeometry* geo = MigGeometryFor(model);
-  auto s = SizeSlice(d, model, SliceKind::kMig);
-  if (!geo || !s.ok()) return 1e9;
-  return CapacityWeight(c, r.node) *
-         (static_cast<double>(geo->profiles[s->mig_profile].compute_slices) / geo->compute_slices +
-          (r.mig_before ? 0.0 : 0.05));
-}
-
-// No MIG instance costs less than this: the smallest profile (1/7 of a GPU) on the GPU of
-// least memory.
-double SmallestMigCost(const ClusterState& c) {
-  const int64_t largest = c.max_gpu_memory_mib();
-  const double w =
-      largest > 0 ? static_cast<double>(c.min_gpu_memory_mib()) / static_cast<double>(largest) : 1;
-  return w / 7.0;
-}
-
 }  // namespace
 
 Status ValidateSharingConfig(const SharingConfig& c) {
@@ -199,12 +179,9 @@ PlaceOutcome SharingAllocator::PlaceOn(ClusterState& cluster, WorkloadId id, con
         auto plan = planner_.PlanWholeGpus(cluster, d, allowed);
         if (plan.ok()) out.reconfigs = std::move(*plan);
       }
-    } else if (!choice.placed || choice.cost > SmallestMigCost(cluster)) {
-      // A re-layout can only help when the best slice in place costs more than the smallest
-      // MIG instance; compare the planned instance with it.
-      auto plan = planner_.PlanFor(cluster, d, allowed);
-      if (plan.ok() && (!choice.placed || PlannedCost(cluster, *plan, d) + 0.02 < choice.cost))
-        out.reconfigs.push_back(std::move(*plan));
+    } else {
+      auto plan = planner_.PlanBetterThan(cluster, d, choice, allowed);
+      if (plan.ok()) out.reconfigs.push_back(std::move(*plan));
     }
     for (const auto& r : out.reconfigs) {
       auto diff = cluster.SetMigLayout(r.node, r.gpu, r.mig_after, r.after);

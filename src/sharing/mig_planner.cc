@@ -29,7 +29,48 @@ bool HostFits(const ClusterState& c, NodeIdx n, const SliceDemand& d) {
   return c.gpu_count(n) > 0 && (d.models == 0 || ((d.models >> m) & 1));
 }
 
+// Cost of the instance a re-layout creates for `d`, comparable with SliceChoice::cost.
+double PlannedCost(const ClusterState& c, const MigReconfig& r, const SliceDemand& d) {
+  const GpuModelId model = c.spec(r.node).model;
+  const MigGeometry* geo = MigGeometryFor(model);
+  auto s = SizeSlice(d, model, SliceKind::kMig);
+  if (!geo || !s.ok()) return 1e9;
+  return CapacityWeight(c, r.node) *
+         (static_cast<double>(geo->profiles[s->mig_profile].compute_slices) / geo->compute_slices +
+          (r.mig_before ? 0.0 : 0.05));
+}
+
+// No MIG instance costs less than this: the smallest profile (1/7 of a GPU) on the GPU of
+// least memory.
+double SmallestMigCost(const ClusterState& c) {
+  const int64_t largest = c.max_gpu_memory_mib();
+  const double w =
+      largest > 0 ? static_cast<double>(c.min_gpu_memory_mib()) / static_cast<double>(largest) : 1;
+  return w / 7.0;
+}
+
+bool WholeGpuDemand(const SliceDemand& d) {
+  return d.whole_gpus > 0 || d.compute_pct == 100 ||
+         (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
+}
+
 }  // namespace
+
+Result<MigReconfig> MigPlanner::PlanBetterThan(const ClusterState& cluster, const SliceDemand& d,
+                                               const SliceChoice& in_place,
+                                               const std::vector<uint8_t>* allowed,
+                                               const std::vector<GpuMask>* frozen) const {
+  if (WholeGpuDemand(d)) return NotFound("whole GPUs are not served by MIG instances");
+  if (in_place.placed && in_place.assignment.kind != SliceKind::kExclusive)
+    return NotFound("the slice in place shares a GPU");
+  if (in_place.placed && in_place.cost <= SmallestMigCost(cluster))
+    return NotFound("no MIG instance costs less than the slice in place");
+  auto plan = PlanFor(cluster, d, allowed, frozen);
+  if (!plan.ok()) return plan.status();
+  if (in_place.placed && PlannedCost(cluster, *plan, d) + 0.02 >= in_place.cost)
+    return NotFound("the slice in place costs no more than a new MIG instance");
+  return plan;
+}
 
 void MigPlanner::Observe(const SliceDemand& d) {
   if (config_.window <= 0) return;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cluster/cluster_state.h"
+#include "sharing/selector.h"
 
 namespace tessera {
 
@@ -57,6 +58,17 @@ class MigPlanner {
   Result<std::vector<MigReconfig>> PlanWholeGpus(
       const ClusterState& cluster, const SliceDemand& d,
       const std::vector<uint8_t>* allowed = nullptr) const;
+
+  // The placement rule every caller shares (the sharing simulation and the scheduling cycle):
+  // for a slice demand (not whole GPUs) whose best slice in the cluster as it is, `in_place`
+  // (SliceSelector::Select with the same `allowed`), is missing or a whole GPU, the re-layout
+  // of one GPU (PlanFor) whose new instance costs less than `in_place` by a margin of 0.02.
+  // A slice that shares a GPU in place (MPS, time-slice, a free instance) is kept: it runs at
+  // once and disturbs nothing. NotFound with the reason when no re-layout is better.
+  Result<MigReconfig> PlanBetterThan(const ClusterState& cluster, const SliceDemand& d,
+                                     const SliceChoice& in_place,
+                                     const std::vector<uint8_t>* allowed = nullptr,
+                                     const std::vector<GpuMask>* frozen = nullptr) const;
 
  private:
   MigPlannerConfig config_;

@@ -176,13 +176,37 @@ TEST(SchedulerSlicesTest, SharesStayMilliSharesWhenSelectionIsOff) {
   core->UpsertPod(PodJson("mem", {{"tessera.io/gpu-memory", "12Gi"}}));
   core->UpsertPod(
       PodJson("strict", {{"tessera.io/gpu-memory", "12Gi"}}, {{"tessera.io/isolation", "strict"}}));
-  const auto a = Assignments(core->Cycle(1));
-  ASSERT_EQ(a.size(), 2u);
+  const CycleOutput out = core->Cycle(1);
+  auto a = Assignments(out);
+  ASSERT_EQ(a.count("mem"), 1u);
   EXPECT_EQ(a.at("mem").kind, AssignmentKind::kShare);
   EXPECT_GT(a.at("mem").gpu_milli, 0);
-  // Strict isolation is a slice either way: an idle whole GPU here (no MIG layout).
+  // Strict isolation is a slice either way. The only slice in place is the idle GPU left
+  // whole, so the cycle carves a MIG instance instead (the rule the sharing simulation uses),
+  // and the pod is placed nowhere until the node reports the layout applied.
+  EXPECT_EQ(a.count("strict"), 0u);
+  ASSERT_EQ(out.layouts.size(), 1u);
+  EXPECT_NE(out.layouts[0].layout.find("1g.20gb"), std::string::npos) << out.layouts[0].layout;
+  EXPECT_NE(core->WhyPending("ml/strict").find("re-lay out GPU"), std::string::npos)
+      << core->WhyPending("ml/strict");
+  EXPECT_EQ(Assignments(core->Cycle(2)).count("strict"), 0u);
+  ASSERT_TRUE(core->LayoutReported("m", out.layouts[0].gpu, out.layouts[0].revision, true, ""));
+  a = Assignments(core->Cycle(3));
+  ASSERT_EQ(a.count("strict"), 1u);
+  EXPECT_EQ(a.at("strict").kind, AssignmentKind::kMig);
+  EXPECT_EQ(a.at("strict").mig_instance.rfind("1g.20gb@", 0), 0u) << a.at("strict").mig_instance;
+}
+
+TEST(SchedulerSlicesTest, AStrictShareTakesAWholeIdleGpuWhenReLayoutIsOff) {
+  auto core = Core(/*relayout=*/false, /*select_shares=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->UpsertPod(
+      PodJson("strict", {{"tessera.io/gpu-memory", "12Gi"}}, {{"tessera.io/isolation", "strict"}}));
+  const CycleOutput out = core->Cycle(1);
+  const auto a = Assignments(out);
+  ASSERT_EQ(a.count("strict"), 1u);
   EXPECT_EQ(a.at("strict").kind, AssignmentKind::kExclusive);
-  EXPECT_NE(a.at("strict").gpus, a.at("mem").gpus);
+  EXPECT_TRUE(out.layouts.empty());
 }
 
 TEST(SchedulerSlicesTest, ARestartedSchedulerNeverAssignsAnInstanceTwice) {
