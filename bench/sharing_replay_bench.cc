@@ -412,6 +412,9 @@ int Main(int argc, char** argv) {
                "start the scheduler's nodes with the scenario's static MIG layouts (the sim's "
                "tessera strategy still starts with MIG off)");
   app.add_flag("--progress", progress, "print progress per simulated hour on stderr");
+  bool require_same = false;
+  app.add_flag("--require-same-placements", require_same,
+               "exit with status 1 unless both paths placed exactly the same workloads");
   CLI11_PARSE(app, argc, argv);
 
   auto scenario = ReadSharingScenario(scenario_path);
@@ -541,6 +544,13 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
       return 2;
     }
+  }
+  if (require_same && (only_sim != 0 || only_replay != 0)) {
+    std::fprintf(stderr,
+                 "the paths placed different workloads: %lld by the sim only, %lld by "
+                 "the scheduler only\n",
+                 static_cast<long long>(only_sim), static_cast<long long>(only_replay));
+    return 1;
   }
   return r.violations == 0 ? 0 : 1;
 }

@@ -81,6 +81,20 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
       const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(i);
       Decision dec = sd ? self->engine_.DecideSlice(state, pid, *sd, allowed, &frozen)
                         : self->engine_.Decide(state, pid, d, allowed);
+      // A GPU promised to a re-layout earlier in this cycle is not held by the ledger yet:
+      // decide again without its node (a few times at most, then wait for the next cycle).
+      for (int retry = 0; sd && dec.placed && retry < 4 && dec.slice.node < promised.size() &&
+                          (promised[dec.slice.node] & dec.slice.gpus) != 0;
+           ++retry) {
+        if (retry == 0) promised_allowed = allowed ? *allowed : std::vector<uint8_t>(nodes, 1);
+        promised_allowed[dec.slice.node] = 0;
+        dec = self->engine_.DecideSlice(state, pid, *sd, &promised_allowed, &frozen);
+      }
+      if (dec.placed && sd && dec.slice.node < promised.size() &&
+          (promised[dec.slice.node] & dec.slice.gpus) != 0) {
+        dec.placed = false;
+        dec.why_not = "its best slices are on GPUs other pods' MIG re-layouts take";
+      }
       if (!dec.placed) {
         if (dec.relayout && want == 1) j.relayout = std::move(dec.relayout);
         if (reason && static_cast<int>(ids.size()) < need) *reason = dec.WhyNotPlaced();
@@ -486,6 +500,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
   im.BuildFreeMask(state.num_nodes());
   im.frozen = im.frozen_base;
   im.frozen.resize(state.num_nodes(), 0);
+  im.promised.assign(state.num_nodes(), 0);
   im.failures.clear();
   im.label_groups.clear();
   im.failure_cache = config_.remember_failures;
@@ -552,7 +567,10 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     const bool waits_for_layout = !admitted && j.relayout.has_value();
     if (waits_for_layout) {
       const MigReconfig& r = *j.relayout;
-      if (r.node < im.frozen.size()) im.frozen[r.node] |= GpuMask{1} << r.gpu;
+      if (r.node < im.frozen.size()) {
+        im.frozen[r.node] |= GpuMask{1} << r.gpu;
+        im.promised[r.node] |= GpuMask{1} << r.gpu;
+      }
       out.relayouts.push_back({j.spec.id, r});
       j.relayout.reset();
     }

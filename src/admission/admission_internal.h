@@ -206,8 +206,10 @@ struct Admission::Impl {
 
   // Nodes no other job's reservation holds (for `job`), or nullptr when none is held.
   std::vector<uint8_t> free_mask;
-  std::vector<GpuMask> frozen_base;  // SetFrozenGpus
-  std::vector<GpuMask> frozen;       // this cycle: frozen_base and the GPUs proposed so far
+  std::vector<GpuMask> frozen_base;       // SetFrozenGpus
+  std::vector<GpuMask> frozen;            // this cycle: frozen_base and the GPUs proposed so far
+  std::vector<GpuMask> promised;          // this cycle: the GPUs proposed so far
+  std::vector<uint8_t> promised_allowed;  // scratch: allowed nodes less promised ones
   bool any_reservation = false;
   std::set<WorkloadId> reserving;  // jobs holding a reservation
   void BuildFreeMask(size_t nodes);
