@@ -713,7 +713,8 @@ CycleOutput SchedulerCore::Cycle(double now) {
     }
   }
   // MIG re-layouts the cycle chose for slice pods.
-  StartRelayouts(now, res->relayouts, out);
+  const int planned = StartRelayouts(now, res->relayouts, out);
+  PlanWholeGpuRelayouts(now, planned, out);
   // Why the others wait.
   for (const auto& [id, j] : jobs_) {
     if (admission_->state(id) != JobState::kPending) continue;

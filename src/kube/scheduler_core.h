@@ -306,8 +306,19 @@ class SchedulerCore {
   // Before a cycle: forgets waits of jobs no longer pending; gives admission the planner and
   // the GPUs it must not re-lay out (in flight, backing off).
   void PrepareRelayouts(double now);
-  // After a cycle: starts the re-layouts it proposed (at most max_relayouts_per_cycle).
-  void StartRelayouts(double now, const std::vector<LayoutProposal>& proposals, CycleOutput& out);
+  // After a cycle: starts the re-layouts it proposed (at most max_relayouts_per_cycle);
+  // returns how many.
+  int StartRelayouts(double now, const std::vector<LayoutProposal>& proposals, CycleOutput& out);
+  // After a cycle: for single-pod whole-GPU jobs that fit nowhere, turns MIG off on empty MIG
+  // GPUs of one node (MigPlanner::PlanWholeGpus, as the sharing simulation does), within the
+  // per-cycle limit less `planned`.
+  void PlanWholeGpuRelayouts(double now, int planned, CycleOutput& out);
+  // Holds the GPU of `plan` for job `id` with placeholders, records the layout action and keeps
+  // the job from being placed until every GPU of its plan is applied or has failed. False (and
+  // nothing changed) when the GPU is already being re-laid out or cannot be held.
+  bool HoldForRelayout(WorkloadId id, const MigReconfig& plan, double now, CycleOutput& out);
+  // GPUs being re-laid out or backing off after a failure.
+  std::vector<GpuMask> FrozenGpus() const;
   // The job no longer waits for a re-layout: its allowed nodes are restored.
   void ReleaseRelayoutWait(WorkloadId job);
   void ExpireRelayouts(double now);

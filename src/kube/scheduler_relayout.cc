@@ -23,84 +23,129 @@ void SchedulerCore::PrepareRelayouts(double now) {
   }
   admission_->SetLayoutPlanner(config_.mig_relayout ? &planner_ : nullptr);
   if (!config_.mig_relayout) return;
-  std::vector<GpuMask> frozen(state_.num_nodes(), 0);
-  for (const auto& [key, r] : relayouts_) frozen[key.first] |= GpuMask{1} << key.second;
   for (auto it = relayout_backoff_.begin(); it != relayout_backoff_.end();) {
-    if (it->second <= now) {
+    if (it->second <= now)
       it = relayout_backoff_.erase(it);
-      continue;
-    }
-    frozen[it->first.first] |= GpuMask{1} << it->first.second;
-    ++it;
+    else
+      ++it;
   }
+  std::vector<GpuMask> frozen = FrozenGpus();
   admission_->SetFrozenGpus(std::move(frozen));
 }
 
-void SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>& proposals,
-                                   CycleOutput& out) {
-  if (!config_.mig_relayout) return;
-  int planned = 0;
-  for (const LayoutProposal& p : proposals) {
-    if (planned >= config_.max_relayouts_per_cycle) break;
-    const WorkloadId id = p.job;
-    if (relayout_wait_.count(id) || !jobs_.count(id)) continue;
-    const MigReconfig& plan = p.reconfig;
-    const NodeIdx n = plan.node;
-    const int g = plan.gpu;
-    if (n >= state_.num_nodes() || relayouts_.count({n, g})) continue;
-    // Hold the GPU: every free instance (or the idle GPU) gets a placeholder slice.
-    Relayout r;
-    const GpuSlices& gpu = state_.gpu(n, g);
-    bool held = true;
-    if (gpu.mig_enabled()) {
-      for (const MigSlot& slot : gpu.instances) {
-        if (slot.use != MigSlot::Use::kFree) continue;
-        const WorkloadId ph = next_placeholder_++;
-        held = held && state_
-                           .Allocate(ph, SliceDemand{},
-                                     SliceAssignment{SliceKind::kMig, n, GpuMask{1} << g,
-                                                     slot.instance.start, 0, 0})
-                           .ok();
-        r.placeholders.push_back(ph);
-      }
-    } else {
+std::vector<GpuMask> SchedulerCore::FrozenGpus() const {
+  std::vector<GpuMask> frozen(state_.num_nodes(), 0);
+  for (const auto& [key, r] : relayouts_) frozen[key.first] |= GpuMask{1} << key.second;
+  for (const auto& [key, until] : relayout_backoff_) frozen[key.first] |= GpuMask{1} << key.second;
+  return frozen;
+}
+
+bool SchedulerCore::HoldForRelayout(WorkloadId id, const MigReconfig& plan, double now,
+                                    CycleOutput& out) {
+  const NodeIdx n = plan.node;
+  const int g = plan.gpu;
+  if (n >= state_.num_nodes() || relayouts_.count({n, g})) return false;
+  // Hold the GPU: every free instance (or the idle GPU) gets a placeholder slice.
+  Relayout r;
+  const GpuSlices& gpu = state_.gpu(n, g);
+  bool held = true;
+  if (gpu.mig_enabled()) {
+    for (const MigSlot& slot : gpu.instances) {
+      if (slot.use != MigSlot::Use::kFree) continue;
       const WorkloadId ph = next_placeholder_++;
-      SliceDemand whole;
-      whole.whole_gpus = 1;
-      held = state_
-                 .Allocate(ph, whole,
-                           SliceAssignment{SliceKind::kExclusive, n, GpuMask{1} << g, -1, 0, 0})
-                 .ok();
+      held = held && state_
+                         .Allocate(ph, SliceDemand{},
+                                   SliceAssignment{SliceKind::kMig, n, GpuMask{1} << g,
+                                                   slot.instance.start, 0, 0})
+                         .ok();
       r.placeholders.push_back(ph);
     }
-    if (!held) {
-      for (WorkloadId ph : r.placeholders) (void)state_.Release(ph);
+  } else {
+    const WorkloadId ph = next_placeholder_++;
+    SliceDemand whole;
+    whole.whole_gpus = 1;
+    held = state_
+               .Allocate(ph, whole,
+                         SliceAssignment{SliceKind::kExclusive, n, GpuMask{1} << g, -1, 0, 0})
+               .ok();
+    r.placeholders.push_back(ph);
+  }
+  if (!held) {
+    for (WorkloadId ph : r.placeholders) (void)state_.Release(ph);
+    return false;
+  }
+  r.revision = next_revision_++;
+  r.mig_after = plan.mig_after;
+  r.after = plan.after;
+  r.reason = plan.reason;
+  r.started = now;
+  r.job = id;
+  const NodeInfo& info = node_info_[n];
+  const MigGeometry* geo = MigGeometryFor(info.model);
+  const std::string layout = r.mig_after && geo ? MigLayoutString(*geo, r.after) : "";
+  out.layouts.push_back({info.spec.name, g, r.revision, r.mig_after, layout, r.reason});
+  std::string& wait = relayout_wait_[id];
+  wait += (wait.empty() ? "waiting for node " : "; and for node ") + info.spec.name +
+          (r.mig_after ? " to re-lay out GPU " + std::to_string(g) + " as " + layout
+                       : " to turn MIG off on GPU " + std::to_string(g)) +
+          " (revision " + std::to_string(r.revision) + "): " + r.reason;
+  // Until the layout is applied (or fails) the job is placed nowhere: neither on a worse
+  // slice in place nor by a second re-layout.
+  (void)admission_->SetAllowedNodes(
+      id, std::make_shared<const std::vector<uint8_t>>(state_.num_nodes(), 0));
+  relayouts_[{n, g}] = std::move(r);
+  ++stats_.relayouts_planned;
+  return true;
+}
+
+int SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>& proposals,
+                                  CycleOutput& out) {
+  int planned = 0;
+  if (!config_.mig_relayout) return planned;
+  for (const LayoutProposal& p : proposals) {
+    if (planned >= config_.max_relayouts_per_cycle) break;
+    if (relayout_wait_.count(p.job) || !jobs_.count(p.job)) continue;
+    planned += HoldForRelayout(p.job, p.reconfig, now, out) ? 1 : 0;
+  }
+  return planned;
+}
+
+void SchedulerCore::PlanWholeGpuRelayouts(double now, int planned, CycleOutput& out) {
+  if (!config_.mig_relayout) return;
+  std::vector<GpuMask> frozen = FrozenGpus();
+  for (const auto& [id, job] : jobs_) {
+    if (planned >= config_.max_relayouts_per_cycle) break;
+    if (relayout_wait_.count(id) || job->pods.size() != 1) continue;
+    if (admission_->state(id) != JobState::kPending ||
+        admission_->WhyPendingReason(id) != PendingReason::kNoFit)
       continue;
+    auto pt = pods_.find(job->pods.front());
+    if (pt == pods_.end()) continue;
+    const PodRequest& req = pt->second->req;
+    if (WantsSlice(req, config_.select_share_mechanism) || req.demand.num_gpu < 1 ||
+        req.demand.gpu_milli < 1000)
+      continue;
+    std::vector<uint8_t> mask = *MaskFor(req);
+    const auto reserved = admission_->ReservedForOthers(id, mask.size());
+    for (size_t n = 0; n < mask.size(); ++n) mask[n] = mask[n] && !reserved[n];
+    SliceDemand d;
+    d.whole_gpus = req.demand.num_gpu;
+    d.cpu = req.demand.cpu;
+    d.host_memory = req.demand.memory;
+    d.models = req.demand.models;
+    auto plan = planner_.PlanWholeGpus(state_, d, &mask, &frozen);
+    if (!plan.ok() || plan->empty()) continue;
+    for (const MigReconfig& r : *plan) {
+      if (!HoldForRelayout(id, r, now, out)) continue;
+      frozen[r.node] |= GpuMask{1} << r.gpu;
+      ++planned;
     }
-    r.revision = next_revision_++;
-    r.mig_after = plan.mig_after;
-    r.after = plan.after;
-    r.reason = plan.reason;
-    r.started = now;
-    r.job = id;
-    const NodeInfo& info = node_info_[n];
-    const MigGeometry* geo = MigGeometryFor(info.model);
-    const std::string layout = geo ? MigLayoutString(*geo, r.after) : "";
-    out.layouts.push_back({info.spec.name, g, r.revision, r.mig_after, layout, r.reason});
-    relayout_wait_[id] = "waiting for node " + info.spec.name + " to re-lay out GPU " +
-                         std::to_string(g) + " as " + layout + " (revision " +
-                         std::to_string(r.revision) + "): " + r.reason;
-    // Until the layout is applied (or fails) the job is placed nowhere: neither on a worse
-    // slice in place nor by a second re-layout.
-    (void)admission_->SetAllowedNodes(
-        id, std::make_shared<const std::vector<uint8_t>>(state_.num_nodes(), 0));
-    relayouts_[{n, g}] = std::move(r);
-    ++stats_.relayouts_planned;
-    ++planned;
   }
 }
 
 void SchedulerCore::ReleaseRelayoutWait(WorkloadId job) {
+  for (const auto& [key, r] : relayouts_)
+    if (r.job == job) return;  // another GPU of its plan is still being re-laid out
   relayout_wait_.erase(job);
   auto jt = jobs_.find(job);
   if (jt == jobs_.end() || jt->second->pods.empty()) return;

@@ -200,18 +200,20 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
 }
 
 Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(
-    const ClusterState& cluster, const SliceDemand& d, const std::vector<uint8_t>* allowed) const {
+    const ClusterState& cluster, const SliceDemand& d, const std::vector<uint8_t>* allowed,
+    const std::vector<GpuMask>* frozen) const {
   const int want = std::max(1, d.whole_gpus);
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
     if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
     if (!HostFits(cluster, n, d) || cluster.gpu_count(n) < want) continue;
     int idle = 0;
     std::vector<int> empty_mig;
+    const GpuMask skip = frozen && n < frozen->size() ? (*frozen)[n] : 0;
     for (int g = 0; g < cluster.gpu_count(n); ++g) {
       const GpuSlices& gpu = cluster.gpu(n, g);
       if (gpu.mode == GpuMode::kIdle)
         ++idle;
-      else if (gpu.mig_enabled() && gpu.Idle())
+      else if (gpu.mig_enabled() && gpu.Idle() && !((skip >> g) & 1))
         empty_mig.push_back(g);
     }
     if (idle >= want || idle + static_cast<int>(empty_mig.size()) < want) continue;

@@ -54,10 +54,12 @@ class MigPlanner {
                               const std::vector<GpuMask>* frozen = nullptr) const;
   // For a whole-GPU demand: MIG-enabled GPUs with no workload, on one node, whose MIG mode is
   // turned off so that, with the node's idle GPUs, `d.whole_gpus` (at least 1) GPUs are idle.
-  // NotFound if no node can get there without disturbing running work.
+  // NotFound if no node can get there without disturbing running work. `allowed` and `frozen`
+  // as in PlanFor.
   Result<std::vector<MigReconfig>> PlanWholeGpus(
       const ClusterState& cluster, const SliceDemand& d,
-      const std::vector<uint8_t>* allowed = nullptr) const;
+      const std::vector<uint8_t>* allowed = nullptr,
+      const std::vector<GpuMask>* frozen = nullptr) const;
 
   // The placement rule every caller shares (the sharing simulation and the scheduling cycle):
   // for a slice demand (not whole GPUs) whose best slice in the cluster as it is, `in_place`

@@ -324,6 +324,42 @@ TEST(SchedulerRelayoutTest, BindsOnlyAfterTheNodeReportsTheLayoutApplied) {
   EXPECT_NE(m.find("tessera_gpu_allocated_ratio 0.428000"), std::string::npos) << m;
 }
 
+// A whole-GPU pod that fits nowhere gets MIG turned off on empty MIG GPUs of one node (the
+// sharing simulation's PlanWholeGpus), in two phases, and is bound once every GPU it needs is
+// reported applied. A GPU with an instance in use is never touched.
+TEST(SchedulerRelayoutTest, MigIsTurnedOffOnEmptyGpusForAWholeGpuPod) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {"1g.10gb@0 3g.40gb@4", "3g.40gb@0 3g.40gb@4", "3g.40gb@4"}));
+  core->UpsertPod(PodJson("small", {{"nvidia.com/mig-1g.10gb", "1"}}));
+  ASSERT_EQ(Assignments(core->Cycle(1)).count("small"), 1u);  // GPU 0 is busy from now on
+  core->UpsertPod(PodJson("two", {{"nvidia.com/gpu", "2"}}));
+  const CycleOutput out = core->Cycle(2);
+  EXPECT_TRUE(out.binds.empty());
+  ASSERT_EQ(out.layouts.size(), 2u);
+  std::set<int> gpus;
+  for (const LayoutAction& act : out.layouts) {
+    EXPECT_EQ(act.node, "m");
+    EXPECT_FALSE(act.mig_enabled);
+    EXPECT_TRUE(act.layout.empty()) << act.layout;
+    gpus.insert(act.gpu);
+  }
+  EXPECT_EQ(gpus, (std::set<int>{1, 2}));
+  EXPECT_NE(core->WhyPending("ml/two").find("to turn MIG off on GPU"), std::string::npos)
+      << core->WhyPending("ml/two");
+  // Bound only when both are applied; no second plan meanwhile.
+  ASSERT_TRUE(core->LayoutReported("m", out.layouts[0].gpu, out.layouts[0].revision, true, ""));
+  const CycleOutput mid = core->Cycle(3);
+  EXPECT_TRUE(mid.binds.empty());
+  EXPECT_TRUE(mid.layouts.empty());
+  ASSERT_TRUE(core->LayoutReported("m", out.layouts[1].gpu, out.layouts[1].revision, true, ""));
+  const auto a = Assignments(core->Cycle(4));
+  ASSERT_EQ(a.count("two"), 1u);
+  EXPECT_EQ(a.at("two").kind, AssignmentKind::kExclusive);
+  EXPECT_EQ(a.at("two").gpus, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
 // A GPU on a node another job's reservation holds is never re-laid out for a pod: the cycle
 // would not place the pod there, so the layout would be made again and again.
 TEST(SchedulerRelayoutTest, NoReLayoutOnANodeAnotherJobHasReserved) {
