@@ -35,6 +35,9 @@ void SchedulerCore::PrepareRelayouts(double now) {
 
 std::vector<GpuMask> SchedulerCore::FrozenGpus() const {
   std::vector<GpuMask> frozen(state_.num_nodes(), 0);
+  // A node without the agent's inventory has no one to apply a layout: never re-laid out.
+  for (NodeIdx n = 0; n < frozen.size() && n < node_info_.size(); ++n)
+    if (node_info_[n].inventory.empty()) frozen[n] = ~GpuMask{0};
   for (const auto& [key, r] : relayouts_) frozen[key.first] |= GpuMask{1} << key.second;
   for (const auto& [key, until] : relayout_backoff_) frozen[key.first] |= GpuMask{1} << key.second;
   return frozen;

@@ -209,6 +209,24 @@ TEST(SchedulerSlicesTest, AStrictShareTakesAWholeIdleGpuWhenReLayoutIsOff) {
   EXPECT_TRUE(out.layouts.empty());
 }
 
+// A node without the agent's inventory (GPU Feature Discovery labels only) has no one to apply
+// a layout: a strict share gets the idle GPU whole there, and no layout action is written.
+TEST(SchedulerSlicesTest, ANodeWithoutTheAgentIsNeverReLaidOut) {
+  auto core = Core();
+  Json node = MigNodeJson("m", {""});
+  node["metadata"]["annotations"] = Json::object();
+  node["metadata"]["labels"] = {{"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"}};
+  core->UpsertNode(node);
+  ASSERT_EQ(core->cluster().num_nodes(), 1u);
+  core->UpsertPod(
+      PodJson("strict", {{"tessera.io/gpu-memory", "12Gi"}}, {{"tessera.io/isolation", "strict"}}));
+  const CycleOutput out = core->Cycle(1);
+  EXPECT_TRUE(out.layouts.empty());
+  const auto a = Assignments(out);
+  ASSERT_EQ(a.count("strict"), 1u);
+  EXPECT_EQ(a.at("strict").kind, AssignmentKind::kExclusive);
+}
+
 TEST(SchedulerSlicesTest, ARestartedSchedulerNeverAssignsAnInstanceTwice) {
   auto first = Core();
   first->UpsertNode(MigNodeJson("m", kLayouts));
