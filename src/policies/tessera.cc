@@ -4,7 +4,7 @@
 // For a node with free CPU c and idle GPU R (milli), and the learned workload ratio kappa
 // (milli-CPU requested per milli-GPU requested, over every workload seen so far), the GPU that
 // CPU exhaustion will strand is S = max(0, R - c / kappa). The policy minimises
-//   x = Delta F + lambda * Delta S + mu * 1000 * Loss(r, d) + sigma * (p_m - p_min(A)) * g
+//   x = Delta F + lambda * Delta S + mu * 1000 * Loss(r, d) + sigma * phi * (p_m - p_min(A)) * g
 // where F is the FGD fragmentation measure against the shapes learned online (docs/POLICIES.md);
 // Loss(r, d), for a GPU-share pod only, is how far putting share d on a GPU with r free moves
 // away from an optimal fractional packing of the shares seen so far (LP dual prices,
@@ -12,8 +12,10 @@
 // that the model-pinned demand seen so far would claim if the mix filled the cluster up to
 // whichever of GPU and CPU runs out first (each pinned class spread over its allowed models by
 // free capacity, capped at 1), p_min(A) the lowest price among the models the pod allows and g
-// its milli-GPU. Model prices are recomputed at the first PreScore after each re-learning, so
-// they are constant while scores are cached.
+// its milli-GPU; phi is the share of the cluster's GPU capacity that was free when the prices
+// were computed (the pinned demand to come can only claim what is still free). Model prices
+// and phi are recomputed at the first PreScore after each re-learning, so they are constant
+// while scores are cached.
 // It scores x like FGD: floor(100 * sigmoid(-x / T)), so candidates within about T/25 milli-GPU
 // of each other tie and the engine's seeded node order spreads them.
 #include <algorithm>
@@ -41,6 +43,8 @@ struct Learned {
   std::array<double, kModels> model_capacity{};
   TargetWorkload all_shapes;  // every shape seen, at the last Learn
   bool prices_stale = false;  // Learn ran; the next PreScore recomputes the model prices
+  // The share of the cluster's GPU capacity that was free when the prices were last computed.
+  double free_share = 1.0;
 
   // The lowest price among the models of `mask` present in the cluster (0 for mask 0 when
   // some model has price 0, as for any pod that may use every model).
@@ -119,6 +123,9 @@ class TesseraScorer final : public FragDescentScorer {
       const double fill =
           learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
       LearnModelPrices(learned_->all_shapes, fill, *learned_);
+      learned_->free_share = state.gpu_capacity_milli() > 0
+                                 ? free_gpu / static_cast<double>(state.gpu_capacity_milli())
+                                 : 1.0;
       learned_->prices_stale = false;
     }
     FragDescentScorer::PreScore(state, d, feasible, rng);
@@ -161,7 +168,8 @@ std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
       x += cfg.packing_weight * 1000.0 * learned->prices.Loss(f.gpu[gpu], d.gpu_milli);
     }
     if (d.num_gpu > 0 && f.model < kModels && cfg.scarcity_weight > 0) {
-      x += cfg.scarcity_weight * (learned->model_price[f.model] - learned->MinPrice(d.models)) *
+      x += cfg.scarcity_weight * learned->free_share *
+           (learned->model_price[f.model] - learned->MinPrice(d.models)) *
            static_cast<double>(d.TotalMilliGpu());
     }
     return FgdIntegerScore(x * 1000.0 / cfg.score_temperature);
