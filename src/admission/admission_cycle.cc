@@ -83,15 +83,16 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
                         : self->engine_.Decide(state, pid, d, allowed);
       // A GPU promised to a re-layout earlier in this cycle is not held by the ledger yet:
       // decide again without its node (a few times at most, then wait for the next cycle).
-      for (int retry = 0; sd && dec.placed && retry < 4 && dec.slice.node < promised.size() &&
-                          (promised[dec.slice.node] & dec.slice.gpus) != 0;
-           ++retry) {
+      auto on_promised = [&] {
+        return sd && dec.placed && dec.slice.node < promised.size() &&
+               (promised[dec.slice.node] & dec.slice.gpus) != 0;
+      };
+      for (int retry = 0; retry < 4 && on_promised(); ++retry) {
         if (retry == 0) promised_allowed = allowed ? *allowed : std::vector<uint8_t>(nodes, 1);
         promised_allowed[dec.slice.node] = 0;
         dec = self->engine_.DecideSlice(state, pid, *sd, &promised_allowed, &frozen);
       }
-      if (dec.placed && sd && dec.slice.node < promised.size() &&
-          (promised[dec.slice.node] & dec.slice.gpus) != 0) {
+      if (on_promised()) {
         dec.placed = false;
         dec.why_not = "its best slices are on GPUs other pods' MIG re-layouts take";
       }

@@ -4,15 +4,6 @@
 #include <tuple>
 
 namespace tessera {
-namespace {
-
-bool WholeGpuDemand(const SliceDemand& d) {
-  return d.whole_gpus > 0 || d.compute_pct == 100 ||
-         (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
-}
-
-}  // namespace
-
 Status ValidateSharingConfig(const SharingConfig& c) {
   if (c.planner.window < 0) return InvalidArgument("planner.window must not be negative");
   if (c.max_reserved_nodes < 0) return InvalidArgument("max_reserved_nodes must not be negative");
@@ -174,7 +165,7 @@ PlaceOutcome SharingAllocator::PlaceOn(ClusterState& cluster, WorkloadId id, con
   }
   SliceChoice choice = selector_.Select(cluster, d, allowed);
   if (config_.reconfigure_mig) {
-    if (WholeGpuDemand(d)) {
+    if (WantsWholeGpus(d)) {
       if (!choice.placed) {
         auto plan = planner_.PlanWholeGpus(cluster, d, allowed);
         if (plan.ok()) out.reconfigs = std::move(*plan);

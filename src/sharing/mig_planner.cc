@@ -49,18 +49,13 @@ double SmallestMigCost(const ClusterState& c) {
   return w / 7.0;
 }
 
-bool WholeGpuDemand(const SliceDemand& d) {
-  return d.whole_gpus > 0 || d.compute_pct == 100 ||
-         (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
-}
-
 }  // namespace
 
 Result<MigReconfig> MigPlanner::PlanBetterThan(const ClusterState& cluster, const SliceDemand& d,
                                                const SliceChoice& in_place,
                                                const std::vector<uint8_t>* allowed,
                                                const std::vector<GpuMask>* frozen) const {
-  if (WholeGpuDemand(d)) return NotFound("whole GPUs are not served by MIG instances");
+  if (WantsWholeGpus(d)) return NotFound("whole GPUs are not served by MIG instances");
   if (in_place.placed && in_place.assignment.kind != SliceKind::kExclusive)
     return NotFound("the slice in place shares a GPU");
   if (in_place.placed && in_place.cost <= SmallestMigCost(cluster))

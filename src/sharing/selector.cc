@@ -21,11 +21,6 @@ constexpr double kBlockMigGpu = 0.15;
 // multi-GPU jobs. Smaller than kOpenIdleGpu: a shared GPU with room still comes first.
 constexpr double kOpenIdleNode = 0.04;
 
-bool WantsWholeGpus(const SliceDemand& d) {
-  return d.whole_gpus > 0 || d.compute_pct == 100 ||
-         (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -40,6 +35,11 @@ std::string Gib(int64_t mib) {
 }
 
 }  // namespace
+
+bool WantsWholeGpus(const SliceDemand& d) {
+  return d.whole_gpus > 0 || d.compute_pct == 100 ||
+         (d.memory_mib == 0 && d.compute_pct == 0 && d.mig_profile.empty());
+}
 
 double CapacityWeight(const ClusterState& cluster, NodeIdx n) {
   const int64_t largest = cluster.max_gpu_memory_mib();

@@ -37,6 +37,9 @@ struct SizedSlice {
 // How `d` would be served by `kind` on a GPU of `model`; FailedPrecondition with the reason when
 // it cannot (model lacks MIG, memory above the GPU's, isolation forbids the kind, ...).
 Result<SizedSlice> SizeSlice(const SliceDemand& d, GpuModelId model, SliceKind kind);
+// Whether `d` is served by whole GPUs: it asks for GPUs, for all of one GPU's compute, or for
+// nothing (no memory, compute or MIG profile).
+bool WantsWholeGpus(const SliceDemand& d);
 // What one GPU of node `n` is worth against a GPU of the cluster's largest memory (1.0): its
 // memory over the largest. Slice costs are GPU fractions times this weight. 1.0 for a node
 // without GPUs or a cluster without GPU memory figures.
