@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -119,6 +120,7 @@ struct ReplayResult {
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // assignment kind of each bind
   std::vector<uint8_t> placed_workloads;
+  std::vector<std::string> placement_of;  // like SharingMetrics::placement_of
   std::vector<std::string> violation_samples;
   // Times at which the scheduler still asked for re-layouts or binds after 64 cycles (a
   // liveness finding about the scheduler, reported but not a check failure).
@@ -148,6 +150,7 @@ class Replay {
     r_.workloads = static_cast<int64_t>(w.size());
     r_.placed_by_class.assign(s.classes.size(), 0);
     r_.placed_workloads.assign(w.size(), 0);
+    r_.placement_of.assign(w.size(), "");
   }
 
   Result<ReplayResult> Run() {
@@ -217,6 +220,7 @@ class Replay {
 
  private:
   enum State { kFuture, kPending, kRunning, kDone, kAbandoned, kEvicted };
+  SimTime now_ = 0;  // the time of the bind being recorded
 
   void Violation(const std::string& what) {
     ++r_.violations;
@@ -279,6 +283,7 @@ class Replay {
       if (!a.ok()) {
         Violation(b.name + ": assignment does not decode: " + a.status().message());
       } else {
+        now_ = t;
         CheckAssignment(i, b, *a);
       }
     }
@@ -296,6 +301,12 @@ class Replay {
 
   void CheckAssignment(size_t i, const BindAction& b, const Assignment& a) {
     ++r_.placed_by_kind[AssignmentKindName(a.kind)];
+    if (r_.placement_of[i].empty()) {
+      std::string gpus;
+      for (int g : a.gpus) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+      r_.placement_of[i] = "t=" + std::to_string(now_) + " " + b.node + " gpu" + gpus + " " +
+                           AssignmentKindName(a.kind);
+    }
     const std::string who = b.name + " (" + AssignmentKindName(a.kind) + ")";
     if (a.node != b.node) Violation(who + ": assignment names node " + a.node);
     if (a.gpus.empty()) {
@@ -412,6 +423,11 @@ int Main(int argc, char** argv) {
                "start the scheduler's nodes with the scenario's static MIG layouts (the sim's "
                "tessera strategy still starts with MIG off)");
   app.add_flag("--progress", progress, "print progress per simulated hour on stderr");
+  int divergence = 0;
+  app.add_option("--divergence", divergence,
+                 "print the first N workloads (by earliest placement) that the two paths placed "
+                 "differently: when, where and as what kind of slice")
+      ->check(CLI::NonNegativeNumber);
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
                "exit with status 1 unless both paths placed exactly the same workloads");
@@ -508,6 +524,27 @@ int Main(int argc, char** argv) {
   for (const auto& t : r.unsettled_samples) std::printf(" t=%s", t.c_str());
   std::printf("\nviolations: %lld\n", static_cast<long long>(r.violations));
   for (const auto& v : r.violation_samples) std::printf("  %s\n", v.c_str());
+
+  if (divergence > 0) {
+    auto time_of = [](const std::string& p) {
+      return p.empty() ? std::numeric_limits<double>::infinity() : std::stod(p.substr(2));
+    };
+    std::vector<std::pair<double, size_t>> differ;
+    for (size_t i = 0; i < workloads->size(); ++i) {
+      const std::string& a = sim->placement_of[i];
+      const std::string& b = r.placement_of[i];
+      if (a != b) differ.emplace_back(std::min(time_of(a), time_of(b)), i);
+    }
+    std::sort(differ.begin(), differ.end());
+    std::printf("workloads placed differently: %zu\n", differ.size());
+    for (size_t k = 0; k < differ.size() && k < static_cast<size_t>(divergence); ++k) {
+      const size_t i = differ[k].second;
+      const SharingWorkload& w = (*workloads)[i];
+      std::printf("  w%zu %s arrived t=%lld: sim [%s] scheduler [%s]\n", i,
+                  scenario->classes[w.cls].name.c_str(), static_cast<long long>(w.arrival_s),
+                  sim->placement_of[i].c_str(), r.placement_of[i].c_str());
+    }
+  }
 
   if (!json_path.empty()) {
     auto side = [&](int64_t placed, int64_t abandoned, int64_t never, int64_t reconf, double p50,

@@ -365,6 +365,15 @@ Status Admission::SetAllowedNodes(WorkloadId job,
   return Status::Ok();
 }
 
+Status Admission::SetLayoutReady(WorkloadId job, std::optional<SliceAssignment> slice) {
+  auto it = impl_->jobs.find(job);
+  if (it == impl_->jobs.end() || it->second.st != JobState::kPending)
+    return NotFound("job " + std::to_string(job) + " is not pending");
+  it->second.layout_ready = true;
+  it->second.ready_slice = slice;
+  return Status::Ok();
+}
+
 JobState Admission::state(WorkloadId job) const {
   auto it = impl_->jobs.find(job);
   return it == impl_->jobs.end() ? JobState::kFinished : it->second.st;

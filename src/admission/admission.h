@@ -202,12 +202,20 @@ struct Preemption {
 struct LayoutProposal {
   WorkloadId job = 0;
   MigReconfig reconfig;
+  // The slice the job took on the new layout in this cycle's plan (none: only its host CPU and
+  // memory were kept); SetLayoutReady gives it back once the layout is made.
+  std::optional<SliceAssignment> slice;
 };
 
 struct CycleResult {
   std::vector<WorkloadId> admitted;
-  std::vector<Preemption> preempted;      // evicted jobs, now pending again
-  std::vector<LayoutProposal> relayouts;  // at most one per GPU; those jobs stay pending
+  std::vector<Preemption> preempted;  // evicted jobs, now pending again
+  // One per waiting job; those jobs stay pending. While the cycle runs a proposed layout is in
+  // the ledger, so a later job whose slice lies in it waits for the same layout (a second plan
+  // for the GPU composes with the first: every proposal of a GPU names the layout they lead
+  // to), and each waiting job holds its slice there, or at least its host CPU and memory on the
+  // node, so a later job cannot take them. All of it is undone when the cycle ends.
+  std::vector<LayoutProposal> relayouts;
 };
 
 struct QueueStatus {
@@ -267,6 +275,11 @@ class Admission {
   void SetLayoutPlanner(const MigPlanner* planner) { engine_.set_layout_planner(planner); }
   // GPUs (one mask per node) the next cycles must not re-lay out, e.g. re-layouts in flight.
   void SetFrozenGpus(std::vector<GpuMask> frozen);
+  // The re-layouts pending job `job` waited for are made: the next cycle tries it before every
+  // other job (the new instances were made for it; without this another pod could take them
+  // and the job plan again), on `slice` (LayoutProposal::slice) when that is still free, so it
+  // gets what the plan gave it. Once: the cycle after that orders and places it as usual.
+  Status SetLayoutReady(WorkloadId job, std::optional<SliceAssignment> slice = std::nullopt);
 
   // One scheduling cycle at time `now` (seconds, non-decreasing): updates decayed usage,
   // admits what fits, preempts where the rules allow. Fails only on an internal inconsistency.

@@ -2,10 +2,15 @@
 // admission of a job on a flavor, and reservations for blocked gangs.
 #include "admission/admission_internal.h"
 
+#include <bit>
 #include <limits>
 #include <span>
 
 namespace tessera {
+namespace {
+// Ledger ids of the cycle's host CPU/memory holds (RunCycle), far above any job's pod ids.
+constexpr WorkloadId kHostHoldBase = WorkloadId{3} << 60;
+}  // namespace
 
 bool Admission::Impl::Covers(const Shape& a, const Shape& b) {
   if (a.only != b.only) return false;
@@ -79,14 +84,38 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
     if (sd) sd->models = d.models;
     for (int i = 0; i < want; ++i) {
       const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(i);
-      Decision dec = sd ? self->engine_.DecideSlice(state, pid, *sd, allowed, &frozen)
-                        : self->engine_.Decide(state, pid, d, allowed);
-      // A GPU promised to a re-layout earlier in this cycle is not held by the ledger yet:
-      // decide again without its node (a few times at most, then wait for the next cycle).
+      Decision dec;
+      // A job whose layout was made for it takes the slice the plan gave it, if still free.
+      const SliceAssignment* ready = sd && want == 1 && j.ready_slice ? &*j.ready_slice : nullptr;
+      if (ready && (!allowed || (ready->node < allowed->size() && (*allowed)[ready->node])) &&
+          state.Allocate(pid, *sd, *ready).ok()) {
+        (void)state.Release(pid);
+        dec.workload = pid;
+        dec.is_slice = true;
+        dec.placed = true;
+        dec.slice = *ready;
+        dec.placement = {ready->node, ready->gpus};
+        dec.slice_explanation = "the slice its MIG re-layout was made for";
+      } else {
+        dec = sd ? self->engine_.DecideSlice(state, pid, *sd, allowed, &frozen)
+                 : self->engine_.Decide(state, pid, d, allowed);
+      }
+      // A GPU promised to a re-layout earlier in this cycle holds its new layout in the
+      // ledger until the cycle ends. A single pod whose slice lies there waits for the same
+      // layout (as if placed right after it); other jobs decide again without its node (a few
+      // times at most, then wait for the next cycle).
       auto on_promised = [&] {
         return sd && dec.placed && dec.slice.node < promised.size() &&
                (promised[dec.slice.node] & dec.slice.gpus) != 0;
       };
+      if (on_promised() && want == 1) {
+        const int g = std::countr_zero(dec.slice.gpus & promised[dec.slice.node]);
+        if (auto it = promised_plans.find({dec.slice.node, g}); it != promised_plans.end()) {
+          dec.placed = false;
+          dec.relayout = it->second;
+          dec.why_not = "waiting for a MIG re-layout: " + it->second.reason;
+        }
+      }
       for (int retry = 0; retry < 4 && on_promised(); ++retry) {
         if (retry == 0) promised_allowed = allowed ? *allowed : std::vector<uint8_t>(nodes, 1);
         promised_allowed[dec.slice.node] = 0;
@@ -491,6 +520,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
   }
   for (auto& v : per_queue) {
     std::sort(v.begin(), v.end(), [](const Impl::Job* a, const Impl::Job* b) {
+      if (a->layout_ready != b->layout_ready) return a->layout_ready;
       const auto& x = a->spec;
       const auto& y = b->spec;
       if (x.priority != y.priority) return x.priority > y.priority;
@@ -508,15 +538,22 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
   std::vector<size_t> head(queues_.size(), 0);
   std::vector<bool> blocked(queues_.size(), false);  // strict FIFO: head could not be admitted
   int preemption_attempts = 0;
+  // Slices (or host CPU/memory) held for jobs that wait for a re-layout, and the layouts
+  // proposed, both undone when the cycle ends.
+  std::vector<WorkloadId> holds;
+  std::vector<MigReconfig> tentative;
+  im.promised_plans.clear();
   // The order key of each queue's head job; recomputed when the head or the queue's usage
   // changes (dirty), i.e. for the queue just served, or for all queues after a preemption.
   struct HeadKey {
+    bool layout_ready = false;
     int priority = 0;
     bool within_nominal = false;
     double share = 0;
     double arrival = 0;
     WorkloadId id = 0;
     bool Before(const HeadKey& o) const {
+      if (layout_ready != o.layout_ready) return layout_ready;
       if (priority != o.priority) return priority > o.priority;
       if (within_nominal != o.within_nominal) return within_nominal;
       if (share != o.share) return share < o.share;
@@ -535,8 +572,11 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       if (blocked[q] || head[q] >= per_queue[q].size()) continue;
       if (dirty[q]) {
         const Impl::Job& h = *per_queue[q][head[q]];
-        keys[q] = {h.spec.priority, config_.fair_sharing && im.WithinNominal(h),
-                   config_.fair_sharing ? im.Share(static_cast<int>(q)) : 0.0, h.spec.arrival,
+        keys[q] = {h.layout_ready,
+                   h.spec.priority,
+                   config_.fair_sharing && im.WithinNominal(h),
+                   config_.fair_sharing ? im.Share(static_cast<int>(q)) : 0.0,
+                   h.spec.arrival,
                    h.spec.id};
         dirty[q] = false;
       }
@@ -545,6 +585,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     if (best < 0) break;
     Impl::Job& j = *per_queue[best][head[best]++];
     dirty[best] = true;
+    j.layout_ready = false;
     bool admitted = false, placement_failed = false;
     int first_flavor = -1;
     std::string first_why;
@@ -564,17 +605,53 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         placement_failed |= pf;
       }
     }
+    j.ready_slice.reset();
     // A job that waits for a re-layout fits once the layout is made: it does not preempt.
-    const bool waits_for_layout = !admitted && j.relayout.has_value();
+    const bool waits_for_layout =
+        !admitted && j.relayout.has_value() && j.spec.slice && j.relayout->node < state.num_nodes();
     if (waits_for_layout) {
-      const MigReconfig& r = *j.relayout;
-      if (r.node < im.frozen.size()) {
-        im.frozen[r.node] |= GpuMask{1} << r.gpu;
-        im.promised[r.node] |= GpuMask{1} << r.gpu;
+      const MigReconfig r = *j.relayout;
+      const GpuMask bit = GpuMask{1} << r.gpu;
+      auto plan = im.promised_plans.find({r.node, r.gpu});
+      if (plan == im.promised_plans.end()) {
+        // A new layout: it stays in the ledger until the cycle ends.
+        im.promised[r.node] |= bit;
+        im.promised_plans[{r.node, r.gpu}] = r;
+        if (state.SetMigLayout(r.node, r.gpu, r.mig_after, r.after).ok()) tentative.push_back(r);
+      } else if (plan->second.mig_after != r.mig_after || plan->second.after != r.after) {
+        // A second re-layout of the same GPU on top of the first (it destroys only instances
+        // nobody holds): the GPU's proposal becomes the layout both lead to.
+        if (state.SetMigLayout(r.node, r.gpu, r.mig_after, r.after).ok()) {
+          tentative.push_back(r);
+          plan->second.mig_after = r.mig_after;
+          plan->second.after = r.after;
+          plan->second.reason += "; then " + r.reason;
+        }
       }
-      out.relayouts.push_back({j.spec.id, r});
-      j.relayout.reset();
+      LayoutProposal& proposal = out.relayouts.emplace_back();
+      proposal.job = j.spec.id;
+      proposal.reconfig = r;
+      // For the rest of the cycle the job holds its slice on the new layout (with its host CPU
+      // and memory), or at least its host CPU and memory on that node.
+      std::vector<uint8_t> only(state.num_nodes(), 0);
+      only[r.node] = 1;
+      SliceDemand sd = *j.spec.slice;
+      sd.models = j.spec.pod.models;
+      const SliceChoice c = engine_.selector().Select(state, sd, &only);
+      const WorkloadId hold = kHostHoldBase + holds.size();
+      const bool slice_held =
+          c.placed && c.assignment.gpus == bit && state.Allocate(hold, sd, c.assignment).ok();
+      bool held = slice_held;
+      if (!held) {
+        Demand host;
+        host.cpu = j.spec.pod.cpu;
+        host.memory = j.spec.pod.memory;
+        held = state.Allocate(hold, host, Placement{r.node, 0}).ok();
+      }
+      if (held) holds.push_back(hold);
+      if (slice_held) proposal.slice = c.assignment;
     }
+    j.relayout.reset();
     if (!admitted && !waits_for_layout && config_.preemption &&
         preemption_attempts < config_.max_preemption_attempts_per_cycle) {
       ++preemption_attempts;
@@ -606,6 +683,15 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       blocked[best] = true;
   }
   im.failure_cache = false;
+  // Every proposal of a GPU names the layout the cycle's plans for it lead to.
+  for (LayoutProposal& p : out.relayouts)
+    if (auto it = im.promised_plans.find({p.reconfig.node, p.reconfig.gpu});
+        it != im.promised_plans.end())
+      p.reconfig = it->second;
+  for (WorkloadId hold : holds) (void)state.Release(hold);
+  for (auto it = tentative.rbegin(); it != tentative.rend(); ++it)
+    (void)state.SetMigLayout(it->node, it->gpu, it->mig_before, it->before);
+  im.promised_plans.clear();
   return out;
 }
 

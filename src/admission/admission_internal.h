@@ -58,9 +58,11 @@ struct Admission::Impl {
     bool has_reservation = false;
     int res_flavor = -1;
     Resources res_charge;
-    std::vector<uint8_t> reserved;        // nodes held by this job's reservation
-    std::vector<NodeIdx> reserved_nodes;  // the same, as a list
-    std::optional<MigReconfig> relayout;  // this cycle: the re-layout the job waits for
+    std::vector<uint8_t> reserved;               // nodes held by this job's reservation
+    std::vector<NodeIdx> reserved_nodes;         // the same, as a list
+    std::optional<MigReconfig> relayout;         // this cycle: the re-layout the job waits for
+    bool layout_ready = false;                   // SetLayoutReady: tried first in the next cycle
+    std::optional<SliceAssignment> ready_slice;  // SetLayoutReady: the slice to try first
   };
   struct QueueState {
     std::vector<Resources> usage;       // per flavor: running + reserved
@@ -206,9 +208,12 @@ struct Admission::Impl {
 
   // Nodes no other job's reservation holds (for `job`), or nullptr when none is held.
   std::vector<uint8_t> free_mask;
-  std::vector<GpuMask> frozen_base;       // SetFrozenGpus
-  std::vector<GpuMask> frozen;            // this cycle: frozen_base and the GPUs proposed so far
-  std::vector<GpuMask> promised;          // this cycle: the GPUs proposed so far
+  std::vector<GpuMask> frozen_base;  // SetFrozenGpus
+  std::vector<GpuMask> frozen;       // this cycle: frozen_base and the GPUs proposed so far
+  std::vector<GpuMask> promised;     // this cycle: the GPUs proposed so far
+  // This cycle: the re-layout proposed for each promised GPU (node, GPU). Its layout is in the
+  // ledger until the cycle ends, so later jobs can wait for the same layout.
+  std::map<std::pair<NodeIdx, int>, MigReconfig> promised_plans;
   std::vector<uint8_t> promised_allowed;  // scratch: allowed nodes less promised ones
   bool any_reservation = false;
   std::set<WorkloadId> reserving;  // jobs holding a reservation

@@ -145,7 +145,9 @@ Decision Engine::DecideSlice(const ClusterState& state, WorkloadId id, const Sli
   dec.workload = id;
   dec.is_slice = true;
   SliceChoice c = selector_.Select(state, demand, allowed);
-  if (planner_ && selector_.config().allow_mig) {
+  // Whole GPUs are not served by MIG instances; turning MIG off for them is the caller's plan
+  // (MigPlanner::PlanWholeGpus).
+  if (planner_ && selector_.config().allow_mig && !WantsWholeGpus(demand)) {
     auto plan = planner_->PlanBetterThan(state, demand, c, allowed, frozen);
     if (plan.ok()) {
       dec.why_not = "waiting for a MIG re-layout: " + plan->reason;

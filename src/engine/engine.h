@@ -92,6 +92,7 @@ class Engine {
                        const std::vector<uint8_t>* allowed = nullptr,
                        const std::vector<GpuMask>* frozen = nullptr) const;
   void set_selector_config(const SelectorConfig& c) { selector_ = SliceSelector(c); }
+  const SliceSelector& selector() const { return selector_; }
   // The planner DecideSlice weighs re-layouts with (null: none); it must outlive its use.
   void set_layout_planner(const MigPlanner* planner) { planner_ = planner; }
 

@@ -299,7 +299,7 @@ class SchedulerCore {
     MigLayout after;
     std::string reason;
     double started = 0;
-    WorkloadId job = 0;
+    std::vector<WorkloadId> jobs;          // the jobs waiting for it (the first one proposed it)
     std::vector<WorkloadId> placeholders;  // ledger entries holding the GPU meanwhile
   };
   using GpuKey = std::pair<NodeIdx, int>;
@@ -316,10 +316,16 @@ class SchedulerCore {
   // Holds the GPU of `plan` for job `id` with placeholders, records the layout action and keeps
   // the job from being placed until every GPU of its plan is applied or has failed. False (and
   // nothing changed) when the GPU is already being re-laid out or cannot be held.
-  bool HoldForRelayout(WorkloadId id, const MigReconfig& plan, double now, CycleOutput& out);
+  bool HoldForRelayout(WorkloadId id, const MigReconfig& plan, double now, CycleOutput& out,
+                       std::optional<SliceAssignment> slice = std::nullopt);
+  // Job `id` waits for the re-layout of `key` (started for it, or for an earlier job when
+  // admission found its slice in the same new layout): it holds its host CPU/memory on the node
+  // and is placed nowhere meanwhile; `slice` is what the plan gave it on the new layout.
+  void WaitForRelayout(WorkloadId id, GpuKey key, std::optional<SliceAssignment> slice);
   // GPUs being re-laid out or backing off after a failure.
   std::vector<GpuMask> FrozenGpus() const;
-  // The job no longer waits for a re-layout: its allowed nodes are restored.
+  // Once every re-layout of the job has ended: its allowed nodes are restored, its host hold
+  // released and, when all were applied, admission tries it first in the next cycle.
   void ReleaseRelayoutWait(WorkloadId job);
   void ExpireRelayouts(double now);
   // Ends a re-layout: applied -> the ledger takes the layout; otherwise it is reverted.
@@ -327,6 +333,16 @@ class SchedulerCore {
   std::map<GpuKey, Relayout> relayouts_;
   std::map<GpuKey, double> relayout_backoff_;        // GPU -> not planned again before this time
   std::map<WorkloadId, std::string> relayout_wait_;  // job -> the re-layout it waits for
+  // A job waiting for re-layouts: the ledger entry holding its host CPU/memory on the node
+  // meanwhile (0: none), and whether one of its re-layouts failed.
+  struct RelayoutHold {
+    WorkloadId host = 0;
+    bool failed = false;
+    std::optional<SliceAssignment> slice;  // LayoutProposal::slice
+  };
+  std::map<WorkloadId, RelayoutHold> relayout_hold_;
+  // Ends the job's wait's host hold (and its entry).
+  void DropRelayoutHold(WorkloadId job);
   MigPlanner planner_;
   // "<owner key>\n<recommendation>" -> out-of-memory kills under that recommendation.
   std::map<std::string, int> oom_level_;

@@ -5,6 +5,7 @@
 // placed on instances about to be destroyed, and the job is placed nowhere meanwhile; only the
 // node's report (LayoutReported) changes the layout in the ledger, after which the waiting pod
 // is placed by the normal cycle. A failure or a timeout reverts the plan.
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstdio>
@@ -16,10 +17,12 @@ namespace tessera::kube {
 
 void SchedulerCore::PrepareRelayouts(double now) {
   for (auto it = relayout_wait_.begin(); it != relayout_wait_.end();) {
-    if (admission_->state(it->first) == JobState::kPending)
+    if (admission_->state(it->first) == JobState::kPending) {
       ++it;
-    else
+    } else {
+      DropRelayoutHold(it->first);
       it = relayout_wait_.erase(it);
+    }
   }
   admission_->SetLayoutPlanner(config_.mig_relayout ? &planner_ : nullptr);
   if (!config_.mig_relayout) return;
@@ -44,7 +47,7 @@ std::vector<GpuMask> SchedulerCore::FrozenGpus() const {
 }
 
 bool SchedulerCore::HoldForRelayout(WorkloadId id, const MigReconfig& plan, double now,
-                                    CycleOutput& out) {
+                                    CycleOutput& out, std::optional<SliceAssignment> slice) {
   const NodeIdx n = plan.node;
   const int g = plan.gpu;
   if (n >= state_.num_nodes() || relayouts_.count({n, g})) return false;
@@ -82,11 +85,44 @@ bool SchedulerCore::HoldForRelayout(WorkloadId id, const MigReconfig& plan, doub
   r.after = plan.after;
   r.reason = plan.reason;
   r.started = now;
-  r.job = id;
   const NodeInfo& info = node_info_[n];
   const MigGeometry* geo = MigGeometryFor(info.model);
   const std::string layout = r.mig_after && geo ? MigLayoutString(*geo, r.after) : "";
   out.layouts.push_back({info.spec.name, g, r.revision, r.mig_after, layout, r.reason});
+  relayouts_[{n, g}] = std::move(r);
+  ++stats_.relayouts_planned;
+  WaitForRelayout(id, {n, g}, std::move(slice));
+  return true;
+}
+
+void SchedulerCore::WaitForRelayout(WorkloadId id, GpuKey key,
+                                    std::optional<SliceAssignment> slice) {
+  auto rt = relayouts_.find(key);
+  if (rt == relayouts_.end()) return;
+  Relayout& r = rt->second;
+  if (std::find(r.jobs.begin(), r.jobs.end(), id) != r.jobs.end()) return;
+  r.jobs.push_back(id);
+  const NodeIdx n = key.first;
+  const int g = key.second;
+  const NodeInfo& info = node_info_[n];
+  if (!relayout_wait_.count(id)) {
+    // The job's host CPU and memory stay on this node until its layouts are made.
+    RelayoutHold& hold = relayout_hold_[id];
+    hold.slice = std::move(slice);
+    auto jt = jobs_.find(id);
+    if (jt != jobs_.end() && !jt->second->pods.empty()) {
+      auto pt = pods_.find(jt->second->pods.front());
+      if (pt != pods_.end()) {
+        Demand host;
+        host.cpu = pt->second->req.demand.cpu;
+        host.memory = pt->second->req.demand.memory;
+        const WorkloadId ph = next_placeholder_++;
+        if (state_.Allocate(ph, host, Placement{n, 0}).ok()) hold.host = ph;
+      }
+    }
+  }
+  const MigGeometry* geo = MigGeometryFor(info.model);
+  const std::string layout = r.mig_after && geo ? MigLayoutString(*geo, r.after) : "";
   std::string& wait = relayout_wait_[id];
   wait += (wait.empty() ? "waiting for node " : "; and for node ") + info.spec.name +
           (r.mig_after ? " to re-lay out GPU " + std::to_string(g) + " as " + layout
@@ -96,9 +132,6 @@ bool SchedulerCore::HoldForRelayout(WorkloadId id, const MigReconfig& plan, doub
   // slice in place nor by a second re-layout.
   (void)admission_->SetAllowedNodes(
       id, std::make_shared<const std::vector<uint8_t>>(state_.num_nodes(), 0));
-  relayouts_[{n, g}] = std::move(r);
-  ++stats_.relayouts_planned;
-  return true;
 }
 
 int SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>& proposals,
@@ -108,7 +141,14 @@ int SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>&
   for (const LayoutProposal& p : proposals) {
     if (planned >= config_.max_relayouts_per_cycle) break;
     if (relayout_wait_.count(p.job) || !jobs_.count(p.job)) continue;
-    planned += HoldForRelayout(p.job, p.reconfig, now, out) ? 1 : 0;
+    const GpuKey key{p.reconfig.node, p.reconfig.gpu};
+    if (auto rt = relayouts_.find(key); rt != relayouts_.end() && rt->second.started == now &&
+                                        rt->second.mig_after == p.reconfig.mig_after &&
+                                        rt->second.after == p.reconfig.after) {
+      WaitForRelayout(p.job, key, p.slice);  // proposed this cycle for an earlier job
+      continue;
+    }
+    planned += HoldForRelayout(p.job, p.reconfig, now, out, p.slice) ? 1 : 0;
   }
   return planned;
 }
@@ -125,9 +165,7 @@ void SchedulerCore::PlanWholeGpuRelayouts(double now, int planned, CycleOutput& 
     auto pt = pods_.find(job->pods.front());
     if (pt == pods_.end()) continue;
     const PodRequest& req = pt->second->req;
-    if (WantsSlice(req, config_.select_share_mechanism) || req.demand.num_gpu < 1 ||
-        req.demand.gpu_milli < 1000)
-      continue;
+    if (req.gpu.whole_gpus < 1) continue;
     std::vector<uint8_t> mask = *MaskFor(req);
     const auto reserved = admission_->ReservedForOthers(id, mask.size());
     for (size_t n = 0; n < mask.size(); ++n) mask[n] = mask[n] && !reserved[n];
@@ -148,13 +186,27 @@ void SchedulerCore::PlanWholeGpuRelayouts(double now, int planned, CycleOutput& 
 
 void SchedulerCore::ReleaseRelayoutWait(WorkloadId job) {
   for (const auto& [key, r] : relayouts_)
-    if (r.job == job) return;  // another GPU of its plan is still being re-laid out
+    if (std::find(r.jobs.begin(), r.jobs.end(), job) != r.jobs.end())
+      return;  // another GPU of its plan is still being re-laid out
   relayout_wait_.erase(job);
+  const auto h = relayout_hold_.find(job);
+  const bool failed = h != relayout_hold_.end() && h->second.failed;
+  std::optional<SliceAssignment> slice;
+  if (h != relayout_hold_.end()) slice = h->second.slice;
+  DropRelayoutHold(job);
   auto jt = jobs_.find(job);
   if (jt == jobs_.end() || jt->second->pods.empty()) return;
   if (admission_->state(job) != JobState::kPending) return;
   auto pt = pods_.find(jt->second->pods.front());
   if (pt != pods_.end()) (void)admission_->SetAllowedNodes(job, MaskFor(pt->second->req));
+  if (!failed) (void)admission_->SetLayoutReady(job, slice);
+}
+
+void SchedulerCore::DropRelayoutHold(WorkloadId job) {
+  auto it = relayout_hold_.find(job);
+  if (it == relayout_hold_.end()) return;
+  if (it->second.host != 0) (void)state_.Release(it->second.host);
+  relayout_hold_.erase(it);
 }
 
 void SchedulerCore::ExpireRelayouts(double now) {
@@ -178,25 +230,28 @@ void SchedulerCore::EndRelayout(GpuKey key, bool applied, const std::string& why
     auto diff = state_.SetMigLayout(key.first, key.second, r.mig_after, r.after);
     if (diff.ok()) {
       ++stats_.relayouts_applied;
-      ReleaseRelayoutWait(r.job);
+      for (WorkloadId job : r.jobs) ReleaseRelayoutWait(job);
       return;
     }
     failure = "reported applied, but the ledger refuses it: " + diff.status().message();
   }
   ++stats_.relayouts_failed;
   relayout_backoff_[key] = last_now_ + config_.mig_relayout_timeout_s;
-  ReleaseRelayoutWait(r.job);
   const std::string node = node_info_[key.first].spec.name;
   const std::string msg = "MIG re-layout of node " + node + " GPU " + std::to_string(key.second) +
                           " (revision " + std::to_string(r.revision) + ") failed: " + failure +
                           "; the pod waits for another placement";
-  auto jt = jobs_.find(r.job);
-  if (jt == jobs_.end()) return;
-  for (const auto& pod_key : jt->second->pods) {
-    auto pt = pods_.find(pod_key);
-    if (pt == pods_.end() || pt->second->bound) continue;
-    const PodRequest& p = pt->second->req;
-    deferred_notices_.push_back({p.ns, p.name, p.uid, "MigRelayoutFailed", msg});
+  for (WorkloadId job : r.jobs) {
+    if (auto h = relayout_hold_.find(job); h != relayout_hold_.end()) h->second.failed = true;
+    ReleaseRelayoutWait(job);
+    auto jt = jobs_.find(job);
+    if (jt == jobs_.end()) continue;
+    for (const auto& pod_key : jt->second->pods) {
+      auto pt = pods_.find(pod_key);
+      if (pt == pods_.end() || pt->second->bound) continue;
+      const PodRequest& p = pt->second->req;
+      deferred_notices_.push_back({p.ns, p.name, p.uid, "MigRelayoutFailed", msg});
+    }
   }
 }
 

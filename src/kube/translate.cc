@@ -544,7 +544,7 @@ SliceDemand SliceDemandOn(const PodRequest& p, GpuModelId model) {
 }
 
 bool WantsSlice(const PodRequest& p, bool select_shares) {
-  return !p.gpu.mig_profile.empty() ||
+  return !p.gpu.mig_profile.empty() || (select_shares && p.gpu.whole_gpus > 0) ||
          (p.gpu.is_share() && (select_shares || p.isolation == Isolation::kStrict));
 }
 

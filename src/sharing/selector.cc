@@ -345,6 +345,8 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
     return none;
   }
   int host = 0, model = 0, sized = 0, excluded = 0;
+  const bool whole = WantsWholeGpus(d);
+  int few_idle = 0;  // whole GPUs: nodes with fewer idle GPUs than asked for
   int mig_gpus = 0, instances = 0, busy = 0;  // explicit MIG profile: what the layouts hold
   std::set<GpuModelId> models_seen;
   std::string size_reason;
@@ -387,6 +389,12 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
         size_reason = s.status().message();
     }
     if (!any) ++sized;
+    if (whole) {
+      int idle = 0;
+      for (int g = 0; g < cluster.gpu_count(n); ++g)
+        idle += cluster.gpu(n, g).mode == GpuMode::kIdle ? 1 : 0;
+      if (idle < std::max(1, d.whole_gpus)) ++few_idle;
+    }
   }
   std::string what;
   switch (d.isolation) {
@@ -400,6 +408,7 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
       what = "any GPU room";
       break;
   }
+  if (whole) what = d.whole_gpus > 1 ? std::to_string(d.whole_gpus) + " idle GPUs" : "an idle GPU";
   none.reason = "no GPU node has " + what + " for it";
   if (!d.mig_profile.empty() && !models_seen.empty()) {
     std::string names;
@@ -410,7 +419,7 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
                   std::to_string(mig_gpus) + " MIG-enabled GPUs, " + std::to_string(busy) +
                   " in use";
   }
-  if (host || model || sized || excluded) {
+  if (host || model || sized || excluded || few_idle) {
     none.reason += " (";
     std::string parts;
     if (excluded) parts += std::to_string(excluded) + " excluded by node constraints";
@@ -421,6 +430,8 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
     if (sized)
       parts += (parts.empty() ? "" : ", ") + std::to_string(sized) + " too small" +
                (size_reason.empty() ? "" : ": " + size_reason);
+    if (few_idle)
+      parts += (parts.empty() ? "" : ", ") + std::to_string(few_idle) + " with fewer idle GPUs";
     none.reason += parts + ")";
   }
   return none;

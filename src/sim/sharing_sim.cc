@@ -397,6 +397,7 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   int busy_ = 0;
   SimTime last_t_ = 0;
+  SimTime placing_t_ = 0;  // the time of the TryPlace in progress
   double busy_area_ = 0;
 };
 
@@ -405,6 +406,7 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   const int64_t before = c_.reconfigurations();
   Placement p;
   strategy_.Clock(t);
+  placing_t_ = t;
   auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &p);
   if (!placed.ok()) return placed.status();
   for (const MigReconfig& r : p.reconfigs) {
@@ -446,6 +448,14 @@ void Simulation::Record(size_t wi, const Placement& p) {
   ++m_.placed_by_class[w.cls];
   m_.placed_workloads[wi] = 1;
   const SliceKind first = p.parts.front().a.kind;
+  {
+    const SliceAssignment& a = p.parts.front().a;
+    std::string gpus;
+    for (int g = 0; g < c_.gpu_count(a.node); ++g)
+      if ((a.gpus >> g) & 1) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+    m_.placement_of[wi] = "t=" + std::to_string(placing_t_) + " " + c_.spec(a.node).name + " gpu" +
+                          gpus + " " + SliceKindName(first);
+  }
   ++m_.placed_by_kind[SliceKindName(first)];
   if (!p.explanation.empty() && !seen_kind_[static_cast<int>(first)]) {
     seen_kind_[static_cast<int>(first)] = true;
@@ -546,6 +556,7 @@ Result<SharingMetrics> Simulation::Run() {
   m_.arrived_by_class.assign(s_.classes.size(), 0);
   m_.placed_by_class.assign(s_.classes.size(), 0);
   m_.placed_workloads.assign(w_.size(), 0);
+  m_.placement_of.assign(w_.size(), "");
   const int64_t initial_reconfigs = c_.reconfigurations();
   for (size_t i = 0; i < w_.size(); ++i) {
     if (w_[i].arrival_s < s_.horizon_s) events_.push(Event{w_[i].arrival_s, kArrival, i});

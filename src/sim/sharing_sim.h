@@ -91,6 +91,9 @@ struct SharingMetrics {
   // Whether each workload (by id) was placed; for comparisons with other placement paths
   // (bench/sharing_replay_bench.cc). Not part of the table or JSON.
   std::vector<uint8_t> placed_workloads;
+  // Per workload (by id), where and when it was placed first: "t=<s> <node> gpu<g,...> <kind>"
+  // ("" when never placed); for locating where two placement paths part (same use as above).
+  std::vector<std::string> placement_of;
   // First placement explanation per slice kind, and the first MIG reconfiguration reasons
   // (strategies that give reasons only).
   std::vector<std::string> explanations;

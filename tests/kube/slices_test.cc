@@ -342,6 +342,56 @@ TEST(SchedulerRelayoutTest, BindsOnlyAfterTheNodeReportsTheLayoutApplied) {
   EXPECT_NE(m.find("tessera_gpu_allocated_ratio 0.428000"), std::string::npos) << m;
 }
 
+// Pods whose slices lie in the same new layout wait for one re-layout together and are bound,
+// once it is applied, on the instances the plan gave them.
+TEST(SchedulerRelayoutTest, PodsThatFitOneNewLayoutWaitForItTogether) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  for (const char* name : {"a", "b", "c"}) core->UpsertPod(PodJson(name, kMig1g));
+  const CycleOutput out1 = core->Cycle(1);
+  EXPECT_TRUE(out1.binds.empty());
+  ASSERT_EQ(out1.layouts.size(), 1u);
+  for (const char* name : {"ml/a", "ml/b", "ml/c"})
+    EXPECT_NE(core->WhyPending(name).find("to re-lay out GPU"), std::string::npos)
+        << name << ": " << core->WhyPending(name);
+  ASSERT_TRUE(core->LayoutReported("m", out1.layouts[0].gpu, out1.layouts[0].revision, true, ""));
+  const auto a = Assignments(core->Cycle(2));
+  ASSERT_EQ(a.size(), 3u);
+  std::set<std::string> instances;
+  for (const auto& [name, as] : a) {
+    EXPECT_EQ(as.kind, AssignmentKind::kMig) << name;
+    EXPECT_EQ(as.gpus, std::vector<int>{out1.layouts[0].gpu}) << name;
+    instances.insert(as.mig_instance);
+  }
+  EXPECT_EQ(instances.size(), 3u);
+  EXPECT_EQ(core->stats().relayouts_planned, 1);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+// While a pod waits for its node's re-layout, the node keeps the pod's host CPU and memory:
+// a pod arriving meanwhile that would take them is not bound there.
+TEST(SchedulerRelayoutTest, ThePodsHostCpuStaysFreeWhileItsLayoutIsMade) {
+  auto core = Core();
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  Json big = PodJson("big", {{"nvidia.com/mig-3g.40gb", "1"}});
+  big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "40";
+  core->UpsertPod(big);
+  const CycleOutput out1 = core->Cycle(1);
+  ASSERT_EQ(out1.layouts.size(), 1u);
+  Json cpu_heavy = PodJson("cpu-heavy", {{"nvidia.com/gpu", "1"}});
+  cpu_heavy["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "30";
+  core->UpsertPod(cpu_heavy);
+  EXPECT_EQ(Assignments(core->Cycle(2)).count("cpu-heavy"), 0u);
+  ASSERT_TRUE(core->LayoutReported("m", out1.layouts[0].gpu, out1.layouts[0].revision, true, ""));
+  const auto a = Assignments(core->Cycle(3));
+  ASSERT_EQ(a.count("big"), 1u);
+  EXPECT_EQ(a.at("big").kind, AssignmentKind::kMig);
+  EXPECT_EQ(a.count("cpu-heavy"), 0u);
+  EXPECT_NE(core->WhyPending("ml/cpu-heavy").find("host CPU"), std::string::npos)
+      << core->WhyPending("ml/cpu-heavy");
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
 // A whole-GPU pod that fits nowhere gets MIG turned off on empty MIG GPUs of one node (the
 // sharing simulation's PlanWholeGpus), in two phases, and is bound once every GPU it needs is
 // reported applied. A GPU with an instance in use is never touched.

@@ -1,7 +1,11 @@
 // Admission with a layout planner: a single-pod slice job whose only slice in place is a whole
-// GPU waits for a MIG re-layout instead (the rule of MigPlanner::PlanBetterThan), the cycle
-// lists it once per GPU, and frozen GPUs are never proposed.
+// GPU waits for a MIG re-layout instead (the rule of MigPlanner::PlanBetterThan); later jobs of
+// the cycle whose slice lies in that new layout wait for it too, on their own instances; a
+// waiting job keeps its host CPU for the rest of the cycle; once the layout is made, the job is
+// tried first, on the slice it was given; frozen GPUs are never proposed.
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "admission/admission.h"
 #include "policies/builtin.h"
@@ -62,7 +66,7 @@ TEST(AdmissionRelayoutTest, WithoutAPlannerAStrictShareTakesAWholeGpu) {
   EXPECT_EQ(adm->Slices(1).at(0).kind, SliceKind::kExclusive);
 }
 
-TEST(AdmissionRelayoutTest, AStrictShareWaitsForAReLayoutOncePerGpuAndThenRunsOnIt) {
+TEST(AdmissionRelayoutTest, StrictSharesWaitForOneReLayoutTogetherAndThenRunOnIt) {
   auto adm = Make();
   MigPlanner planner;
   adm->SetLayoutPlanner(&planner);
@@ -72,32 +76,40 @@ TEST(AdmissionRelayoutTest, AStrictShareWaitsForAReLayoutOncePerGpuAndThenRunsOn
   ASSERT_TRUE(res.ok());
   EXPECT_TRUE(res->admitted.empty());
   EXPECT_TRUE(res->preempted.empty());
+  // The cycle's layouts and holds are undone when it ends.
   EXPECT_EQ(c.num_allocations(), 0u);
-  // Two GPUs: two proposals, on different GPUs. The third job has no GPU left to re-lay out,
-  // and both whole GPUs are promised to the re-layouts: it waits.
-  ASSERT_EQ(res->relayouts.size(), 2u);
-  EXPECT_EQ(adm->state(3), JobState::kPending);
-  EXPECT_NE(res->relayouts[0].reconfig.gpu, res->relayouts[1].reconfig.gpu);
+  EXPECT_FALSE(c.gpu(0, 0).mig_enabled());
+  EXPECT_FALSE(c.gpu(0, 1).mig_enabled());
+  // The first job's layout has room for all three: they all wait for it, each on its own
+  // instance, and the second GPU stays as it is.
+  ASSERT_EQ(res->relayouts.size(), 3u);
+  const MigReconfig r = res->relayouts[0].reconfig;
+  EXPECT_TRUE(r.mig_after);
+  std::set<int> starts;
   for (const LayoutProposal& p : res->relayouts) {
     EXPECT_EQ(adm->state(p.job), JobState::kPending);
     EXPECT_NE(adm->WhyPending(p.job).find("waiting for a MIG re-layout"), std::string::npos)
         << adm->WhyPending(p.job);
-    EXPECT_TRUE(p.reconfig.mig_after);
+    EXPECT_EQ(p.reconfig.gpu, r.gpu);
+    EXPECT_EQ(p.reconfig.after, r.after);
+    ASSERT_TRUE(p.slice.has_value());
+    EXPECT_EQ(p.slice->kind, SliceKind::kMig);
+    EXPECT_EQ(p.slice->gpus, GpuMask{1} << r.gpu);
+    starts.insert(p.slice->mig_start);
   }
-  // The node applies the first layout; the next cycle places its job on the new instance.
-  const LayoutProposal first = res->relayouts[0];
-  ASSERT_TRUE(
-      c.SetMigLayout(first.reconfig.node, first.reconfig.gpu, true, first.reconfig.after).ok());
-  std::vector<GpuMask> frozen(1, GpuMask{1} << res->relayouts[1].reconfig.gpu);
-  adm->SetFrozenGpus(frozen);
+  EXPECT_EQ(starts.size(), 3u);
+  // The node applies the layout; the next cycle places each job on the instance it was given.
+  ASSERT_TRUE(c.SetMigLayout(r.node, r.gpu, true, r.after).ok());
+  for (const LayoutProposal& p : res->relayouts)
+    ASSERT_TRUE(adm->SetLayoutReady(p.job, p.slice).ok());
+  const std::vector<LayoutProposal> proposals = res->relayouts;
   res = adm->RunCycle(c, 1);
   ASSERT_TRUE(res.ok());
-  ASSERT_EQ(adm->state(first.job), JobState::kRunning) << adm->WhyPending(first.job);
-  EXPECT_EQ(adm->Slices(first.job).at(0).kind, SliceKind::kMig);
-  EXPECT_EQ(adm->Slices(first.job).at(0).gpus, GpuMask{1} << first.reconfig.gpu);
-  // The frozen GPU is proposed to no one.
-  for (const LayoutProposal& p : res->relayouts)
-    EXPECT_FALSE((frozen[0] >> p.reconfig.gpu) & 1) << p.reconfig.gpu;
+  EXPECT_TRUE(res->relayouts.empty());
+  for (const LayoutProposal& p : proposals) {
+    ASSERT_EQ(adm->state(p.job), JobState::kRunning) << adm->WhyPending(p.job);
+    EXPECT_EQ(adm->Slices(p.job).at(0), *p.slice);
+  }
   EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
@@ -114,6 +126,72 @@ TEST(AdmissionRelayoutTest, FrozenGpusAreNeverProposed) {
   // No re-layout is possible, so the whole GPU in place is taken.
   ASSERT_EQ(adm->state(1), JobState::kRunning) << adm->WhyPending(1);
   EXPECT_EQ(adm->Slices(1).at(0).kind, SliceKind::kExclusive);
+}
+
+TEST(AdmissionRelayoutTest, AJobWaitingForAReLayoutKeepsItsHostCpuForTheRestOfTheCycle) {
+  auto adm = Make();
+  MigPlanner planner;
+  adm->SetLayoutPlanner(&planner);
+  ClusterState c = TwoGpuH100();
+  JobSpec strict = StrictShare(1);
+  strict.pod.cpu = strict.slice->cpu = MilliCpu(40000);
+  ASSERT_TRUE(adm->Submit(strict).ok());
+  // A later CPU-only job that the node could hold only with the strict job's CPU.
+  JobSpec cpu_only;
+  cpu_only.id = 2;
+  cpu_only.name = "cpu-only";
+  cpu_only.queue = "team";
+  cpu_only.arrival = 1;
+  cpu_only.pod.cpu = MilliCpu(30000);
+  cpu_only.pod.memory = MiB(1024);
+  ASSERT_TRUE(adm->Submit(cpu_only).ok());
+  auto res = adm->RunCycle(c, 1);
+  ASSERT_TRUE(res.ok());
+  ASSERT_EQ(res->relayouts.size(), 1u);
+  EXPECT_EQ(res->relayouts[0].job, 1u);
+  EXPECT_EQ(adm->state(2), JobState::kPending);
+  // The hold ends with the cycle: the ledger holds nothing.
+  EXPECT_EQ(c.num_allocations(), 0u);
+  EXPECT_EQ(c.free_cpu(0), 64000);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
+TEST(AdmissionRelayoutTest, AJobWhoseLayoutIsReadyIsTriedBeforeEveryOther) {
+  for (const bool ready : {false, true}) {
+    SCOPED_TRACE(ready ? "layout ready" : "not marked");
+    auto adm = Make();
+    MigPlanner planner;
+    adm->SetLayoutPlanner(&planner);
+    ClusterState c = TwoGpuH100();
+    JobSpec waiting = StrictShare(1);
+    waiting.arrival = 10;
+    waiting.pod.cpu = waiting.slice->cpu = MilliCpu(40000);
+    ASSERT_TRUE(adm->Submit(waiting).ok());
+    auto res = adm->RunCycle(c, 10);
+    ASSERT_TRUE(res.ok());
+    ASSERT_EQ(res->relayouts.size(), 1u);
+    const MigReconfig r = res->relayouts[0].reconfig;
+    ASSERT_TRUE(c.SetMigLayout(r.node, r.gpu, true, r.after).ok());
+    // A job that comes first in queue order (an earlier arrival, e.g. a pod the scheduler
+    // learned of late) is submitted meanwhile; the node's CPU holds only one of the two.
+    JobSpec urgent = StrictShare(2);
+    urgent.arrival = 5;
+    urgent.pod.cpu = urgent.slice->cpu = MilliCpu(40000);
+    ASSERT_TRUE(adm->Submit(urgent).ok());
+    if (ready) {
+      ASSERT_TRUE(adm->SetLayoutReady(1).ok());
+    }
+    adm->SetFrozenGpus({GpuMask{1} << (1 - r.gpu)});
+    res = adm->RunCycle(c, 11);
+    ASSERT_TRUE(res.ok());
+    EXPECT_EQ(adm->state(1), ready ? JobState::kRunning : JobState::kPending) << adm->WhyPending(1);
+    EXPECT_EQ(adm->state(2), ready ? JobState::kPending : JobState::kRunning);
+    if (ready) {
+      EXPECT_EQ(adm->Slices(1).at(0).gpus, GpuMask{1} << r.gpu);
+    }
+  }
+  auto adm = Make();
+  EXPECT_FALSE(adm->SetLayoutReady(7).ok());
 }
 
 }  // namespace
