@@ -246,6 +246,23 @@ class Replay {
     for (int round = 0; round < 64; ++round) {
       CycleOutput out = core_.Cycle(static_cast<double>(t));
       ++r_.cycles;
+      static const long dbg_lo = getenv("DBG_LO") ? atol(getenv("DBG_LO")) : -1;
+      static const long dbg_hi = getenv("DBG_HI") ? atol(getenv("DBG_HI")) : -1;
+      if (t >= dbg_lo && t <= dbg_hi) {
+        fprintf(stderr, "SCHED t=%lld cycle\n", (long long)t);
+        for (const BindAction& b : out.binds)
+          fprintf(stderr, "SCHED t=%lld bind %s -> %s %s\n", (long long)t, b.name.c_str(),
+                  b.node.c_str(),
+                  b.annotations.count(kAnnotationAssignment)
+                      ? b.annotations.at(kAnnotationAssignment).c_str()
+                      : "");
+        for (const LayoutAction& l : out.layouts)
+          fprintf(stderr, "SCHED t=%lld layout %s/%d %s\n", (long long)t, l.node.c_str(), l.gpu,
+                  l.layout.c_str());
+        for (const PodNotice& n : out.notices)
+          fprintf(stderr, "SCHED t=%lld notice %s: %s\n", (long long)t, n.name.c_str(),
+                  n.message.c_str());
+      }
       for (const BindAction& b : out.binds) Bind(b, t, times);
       for (const PodNotice& n : out.notices) ++r_.notices[NoticeKey(n.message)];
       for (const EvictAction& e : out.evictions) {
@@ -428,6 +445,10 @@ int Main(int argc, char** argv) {
                  "print the first N workloads (by earliest placement) that the two paths placed "
                  "differently: when, where and as what kind of slice")
       ->check(CLI::NonNegativeNumber);
+  bool require_identical = false;
+  app.add_flag("--require-identical-placements", require_identical,
+               "exit with status 1 unless both paths placed every workload at the same time, on "
+               "the same node and GPUs, as the same kind of slice");
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
                "exit with status 1 unless both paths placed exactly the same workloads");
@@ -525,6 +546,11 @@ int Main(int argc, char** argv) {
   std::printf("\nviolations: %lld\n", static_cast<long long>(r.violations));
   for (const auto& v : r.violation_samples) std::printf("  %s\n", v.c_str());
 
+  int64_t differ_count = 0;
+  for (size_t i = 0; i < workloads->size(); ++i)
+    differ_count += sim->placement_of[i] != r.placement_of[i];
+  std::printf("workloads placed differently (time, node, GPUs or kind): %lld\n",
+              static_cast<long long>(differ_count));
   if (divergence > 0) {
     auto time_of = [](const std::string& p) {
       return p.empty() ? std::numeric_limits<double>::infinity() : std::stod(p.substr(2));
@@ -536,7 +562,6 @@ int Main(int argc, char** argv) {
       if (a != b) differ.emplace_back(std::min(time_of(a), time_of(b)), i);
     }
     std::sort(differ.begin(), differ.end());
-    std::printf("workloads placed differently: %zu\n", differ.size());
     for (size_t k = 0; k < differ.size() && k < static_cast<size_t>(divergence); ++k) {
       const size_t i = differ[k].second;
       const SharingWorkload& w = (*workloads)[i];
@@ -587,6 +612,11 @@ int Main(int argc, char** argv) {
                  "the paths placed different workloads: %lld by the sim only, %lld by "
                  "the scheduler only\n",
                  static_cast<long long>(only_sim), static_cast<long long>(only_replay));
+    return 1;
+  }
+  if (require_identical && differ_count != 0) {
+    std::fprintf(stderr, "the paths placed %lld workloads differently (see --divergence)\n",
+                 static_cast<long long>(differ_count));
     return 1;
   }
   return r.violations == 0 ? 0 : 1;

@@ -18,6 +18,7 @@ std::string Resources::ToString() const {
 Status AdmissionConfig::Validate() const {
   if (!(usage_half_life_s >= 0)) return InvalidArgument("usage_half_life_s must be >= 0");
   if (!(min_runtime_s >= 0)) return InvalidArgument("min_runtime_s must be >= 0");
+  if (max_reserved_nodes < 0) return InvalidArgument("max_reserved_nodes must be >= 0");
   if (max_preemption_attempts_per_cycle < 0 || max_victims_per_attempt < 1)
     return InvalidArgument("preemption bounds must be >= 0 attempts and >= 1 victim");
   for (const auto& [model, w] : gpu_equivalents) {

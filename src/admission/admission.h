@@ -129,6 +129,10 @@ struct AdmissionConfig {
   double usage_half_life_s = 3600;  // decayed usage for fair share; 0 = current usage only
   bool backfill = true;             // small jobs may run on nodes no reservation holds
   bool reservations = true;         // a blocked gang reserves nodes
+  // Most nodes reservations hold at once (0: no limit). A reservation that would exceed it is
+  // not made, unless no node is reserved (so a gang larger than the limit still gets one).
+  // Reserved nodes drain; the limit bounds the capacity idled for waiting gangs.
+  int max_reserved_nodes = 0;
   bool preemption = true;
   bool fair_sharing = true;  // false: order by priority, then arrival only (FIFO)
   bool strict_fifo = false;  // true: every queue is kStrictFifo, whatever its own strategy

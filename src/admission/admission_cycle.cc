@@ -85,10 +85,10 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
     for (int i = 0; i < want; ++i) {
       const WorkloadId pid = j.spec.id * kPodsPerJob + static_cast<WorkloadId>(i);
       Decision dec;
-      // A job whose layout was made for it takes the slice the plan gave it, if still free.
+      // A job whose layout was made for it takes the slice the plan gave it, if still free,
+      // even on a node reserved since: the reservation was made with that slice held.
       const SliceAssignment* ready = sd && want == 1 && j.ready_slice ? &*j.ready_slice : nullptr;
-      if (ready && (!allowed || (ready->node < allowed->size() && (*allowed)[ready->node])) &&
-          state.Allocate(pid, *sd, *ready).ok()) {
+      if (ready && state.Allocate(pid, *sd, *ready).ok()) {
         (void)state.Release(pid);
         dec.workload = pid;
         dec.is_slice = true;
@@ -112,7 +112,7 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
         const int g = std::countr_zero(dec.slice.gpus & promised[dec.slice.node]);
         if (auto it = promised_plans.find({dec.slice.node, g}); it != promised_plans.end()) {
           dec.placed = false;
-          dec.relayout = it->second;
+          dec.relayouts = {it->second};
           dec.why_not = "waiting for a MIG re-layout: " + it->second.reason;
         }
       }
@@ -126,7 +126,7 @@ bool Admission::Impl::PlaceGang(ClusterState& state, Job& j, const Demand& d, st
         dec.why_not = "its best slices are on GPUs other pods' MIG re-layouts take";
       }
       if (!dec.placed) {
-        if (dec.relayout && want == 1) j.relayout = std::move(dec.relayout);
+        if (!dec.relayouts.empty() && want == 1) j.relayouts = std::move(dec.relayouts);
         if (reason && static_cast<int>(ids.size()) < need) *reason = dec.WhyNotPlaced();
         if (gpu_bound && want == 1 && d.num_gpu > 0 && !sd)
           *gpu_bound = dec.reasons.cpu == 0 && dec.reasons.memory == 0;
@@ -334,6 +334,12 @@ void Admission::Impl::DropReservation(Job& j) {
   qs[j.queue].reserved[j.res_flavor] -= j.res_charge;
   j.has_reservation = false;
   reserving.erase(j.spec.id);
+  // Its nodes are open to other jobs at once (later in the same cycle too); failures found
+  // while they were closed no longer hold.
+  for (NodeIdx n : j.reserved_nodes)
+    if (n < free_mask.size()) free_mask[n] = 1;
+  if (!j.reserved_nodes.empty()) failures.clear();
+  any_reservation = !reserving.empty();
   j.reserved.clear();
   j.reserved_nodes.clear();
   j.res_charge = {};
@@ -442,6 +448,15 @@ void Admission::Impl::Reserve(ClusterState& state, Job& j, int f) {
     if (d.num_gpu > 0 && (s.gpu_count < d.num_gpu || (models != 0 && !((models >> s.model) & 1))))
       continue;
     if (s.cpu.v < d.cpu.v || s.memory.v < d.memory.v) continue;
+    if (j.spec.slice) {
+      // Slices: the node with the fewest workloads on its GPUs, the one that drains first
+      // when run times are unknown (as the sharing simulation reserves).
+      if (j.spec.slice->memory_mib > GpuCatalog::Builtin().Get(s.model).memory_mib) continue;
+      int64_t clients = 0;
+      for (int g = 0; g < state.gpu_count(n); ++g) clients += state.gpu(n, g).clients;
+      cand.push_back({clients, n});
+      continue;
+    }
     const NodeFree& fr = state.free(n);
     cand.push_back({-(static_cast<int64_t>(fr.gpu_total) * 4 + s.gpu_count), n});
   }
@@ -463,6 +478,12 @@ void Admission::Impl::Reserve(ClusterState& state, Job& j, int f) {
     }
   }
   if (slots < need) return;
+  if (const int limit = self->config_.max_reserved_nodes; limit > 0) {
+    size_t held = 0, add = 0;
+    for (WorkloadId id : reserving) held += jobs.at(id).reserved_nodes.size();
+    for (uint8_t m : mask) add += m;
+    if (held > 0 && held + add > static_cast<size_t>(limit)) return;
+  }
   const Resources charge = EstimateCharge(j.spec, need, models);
   if (!QuotaFits(j.queue, f, charge).ok()) return;
   j.has_reservation = true;
@@ -591,7 +612,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     std::string first_why;
     PendingReason first_reason = PendingReason::kOther;
     flavor_placement_failed.assign(queues_[best].flavors.size(), false);
-    j.relayout.reset();
+    j.relayouts.clear();
     for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f) {
       bool pf = false;
       admitted = im.TryAdmit(state, j, static_cast<int>(f), now, &pf);
@@ -607,51 +628,57 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     }
     j.ready_slice.reset();
     // A job that waits for a re-layout fits once the layout is made: it does not preempt.
-    const bool waits_for_layout =
-        !admitted && j.relayout.has_value() && j.spec.slice && j.relayout->node < state.num_nodes();
+    const bool waits_for_layout = !admitted && !j.relayouts.empty() && j.spec.slice &&
+                                  j.relayouts.front().node < state.num_nodes();
     if (waits_for_layout) {
-      const MigReconfig r = *j.relayout;
-      const GpuMask bit = GpuMask{1} << r.gpu;
-      auto plan = im.promised_plans.find({r.node, r.gpu});
-      if (plan == im.promised_plans.end()) {
-        // A new layout: it stays in the ledger until the cycle ends.
-        im.promised[r.node] |= bit;
-        im.promised_plans[{r.node, r.gpu}] = r;
-        if (state.SetMigLayout(r.node, r.gpu, r.mig_after, r.after).ok()) tentative.push_back(r);
-      } else if (plan->second.mig_after != r.mig_after || plan->second.after != r.after) {
-        // A second re-layout of the same GPU on top of the first (it destroys only instances
-        // nobody holds): the GPU's proposal becomes the layout both lead to.
-        if (state.SetMigLayout(r.node, r.gpu, r.mig_after, r.after).ok()) {
-          tentative.push_back(r);
-          plan->second.mig_after = r.mig_after;
-          plan->second.after = r.after;
-          plan->second.reason += "; then " + r.reason;
+      const NodeIdx node = j.relayouts.front().node;
+      GpuMask gpus = 0;  // the GPUs re-laid out for the job
+      for (const MigReconfig& r : j.relayouts) {
+        const GpuMask bit = GpuMask{1} << r.gpu;
+        gpus |= bit;
+        auto plan = im.promised_plans.find({r.node, r.gpu});
+        if (plan == im.promised_plans.end()) {
+          // A new layout: it stays in the ledger until the cycle ends.
+          im.promised[r.node] |= bit;
+          im.promised_plans[{r.node, r.gpu}] = r;
+          if (state.SetMigLayout(r.node, r.gpu, r.mig_after, r.after).ok()) tentative.push_back(r);
+        } else if (plan->second.mig_after != r.mig_after || plan->second.after != r.after) {
+          // A second re-layout of the same GPU on top of the first (it destroys only instances
+          // nobody holds): the GPU's proposal becomes the layout both lead to.
+          if (state.SetMigLayout(r.node, r.gpu, r.mig_after, r.after).ok()) {
+            tentative.push_back(r);
+            plan->second.mig_after = r.mig_after;
+            plan->second.after = r.after;
+            plan->second.reason += "; then " + r.reason;
+          }
         }
       }
-      LayoutProposal& proposal = out.relayouts.emplace_back();
-      proposal.job = j.spec.id;
-      proposal.reconfig = r;
-      // For the rest of the cycle the job holds its slice on the new layout (with its host CPU
-      // and memory), or at least its host CPU and memory on that node.
+      // For the rest of the cycle the job holds its slice on the new layouts (with its host
+      // CPU and memory), or at least its host CPU and memory on that node.
       std::vector<uint8_t> only(state.num_nodes(), 0);
-      only[r.node] = 1;
+      only[node] = 1;
       SliceDemand sd = *j.spec.slice;
       sd.models = j.spec.pod.models;
       const SliceChoice c = engine_.selector().Select(state, sd, &only);
       const WorkloadId hold = kHostHoldBase + holds.size();
-      const bool slice_held =
-          c.placed && c.assignment.gpus == bit && state.Allocate(hold, sd, c.assignment).ok();
+      const bool slice_held = c.placed && (c.assignment.gpus & gpus) != 0 &&
+                              state.Allocate(hold, sd, c.assignment).ok();
       bool held = slice_held;
       if (!held) {
         Demand host;
         host.cpu = j.spec.pod.cpu;
         host.memory = j.spec.pod.memory;
-        held = state.Allocate(hold, host, Placement{r.node, 0}).ok();
+        held = state.Allocate(hold, host, Placement{node, 0}).ok();
       }
       if (held) holds.push_back(hold);
-      if (slice_held) proposal.slice = c.assignment;
+      for (const MigReconfig& r : j.relayouts) {
+        LayoutProposal& proposal = out.relayouts.emplace_back();
+        proposal.job = j.spec.id;
+        proposal.reconfig = r;
+        if (slice_held) proposal.slice = c.assignment;
+      }
     }
-    j.relayout.reset();
+    j.relayouts.clear();
     if (!admitted && !waits_for_layout && config_.preemption &&
         preemption_attempts < config_.max_preemption_attempts_per_cycle) {
       ++preemption_attempts;

@@ -60,7 +60,7 @@ struct Admission::Impl {
     Resources res_charge;
     std::vector<uint8_t> reserved;               // nodes held by this job's reservation
     std::vector<NodeIdx> reserved_nodes;         // the same, as a list
-    std::optional<MigReconfig> relayout;         // this cycle: the re-layout the job waits for
+    std::vector<MigReconfig> relayouts;          // this cycle: the re-layouts the job waits for
     bool layout_ready = false;                   // SetLayoutReady: tried first in the next cycle
     std::optional<SliceAssignment> ready_slice;  // SetLayoutReady: the slice to try first
   };

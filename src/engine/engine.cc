@@ -145,13 +145,23 @@ Decision Engine::DecideSlice(const ClusterState& state, WorkloadId id, const Sli
   dec.workload = id;
   dec.is_slice = true;
   SliceChoice c = selector_.Select(state, demand, allowed);
-  // Whole GPUs are not served by MIG instances; turning MIG off for them is the caller's plan
-  // (MigPlanner::PlanWholeGpus).
-  if (planner_ && selector_.config().allow_mig && !WantsWholeGpus(demand)) {
+  if (planner_ && selector_.config().allow_mig && WantsWholeGpus(demand)) {
+    // Whole GPUs are not served by MIG instances: when none is idle, MIG may be turned off.
+    if (!c.placed) {
+      auto plan = planner_->PlanWholeGpus(state, demand, allowed, frozen);
+      if (plan.ok() && !plan->empty()) {
+        dec.why_not = "waiting for MIG to be turned off on " + std::to_string(plan->size()) +
+                      " GPU(s) of node " + state.spec(plan->front().node).name + ": " +
+                      plan->front().reason;
+        dec.relayouts = std::move(*plan);
+        return dec;
+      }
+    }
+  } else if (planner_ && selector_.config().allow_mig) {
     auto plan = planner_->PlanBetterThan(state, demand, c, allowed, frozen);
     if (plan.ok()) {
       dec.why_not = "waiting for a MIG re-layout: " + plan->reason;
-      dec.relayout = std::move(*plan);
+      dec.relayouts.push_back(std::move(*plan));
       return dec;
     }
     if (!c.placed) c.reason += "; no MIG re-layout can help: " + plan.status().message();

@@ -50,9 +50,10 @@ struct Decision {
   SliceAssignment slice;
   std::string slice_explanation;  // e.g. "MIG 1g.10gb on GPU 2 of node-7: strict isolation, ..."
   std::string why_not;
-  // Set (and placed false) when a MIG re-layout serves the slice better than any slice in
-  // place (Engine::set_layout_planner): the workload waits for it to be applied.
-  std::optional<MigReconfig> relayout;
+  // Set (and placed false) when MIG re-layouts serve the slice better than any slice in place,
+  // or, for whole GPUs that fit nowhere, turn MIG off on empty MIG GPUs of one node
+  // (Engine::set_layout_planner): the workload waits for them to be applied. One per GPU.
+  std::vector<MigReconfig> relayouts;
 
   // One line, e.g. "placed on node-7 GPUs [3] (score 57.000, best of 412 feasible nodes)".
   std::string Explain(const ClusterState& state) const;
@@ -87,7 +88,8 @@ class Engine {
   // always guarantees the peak memory). `allowed` as in Decide. Without a layout planner it uses
   // the layouts as they are. With one, it also weighs re-laying out one GPU not in `frozen`
   // (MigPlanner::PlanBetterThan): when that serves the demand better, the decision is not
-  // placed and carries the re-layout, and why_not says what it waits for.
+  // placed and carries the re-layout, and why_not says what it waits for. Whole GPUs that fit
+  // nowhere may wait for MIG to be turned off on empty MIG GPUs (MigPlanner::PlanWholeGpus).
   Decision DecideSlice(const ClusterState& state, WorkloadId id, const SliceDemand& demand,
                        const std::vector<uint8_t>* allowed = nullptr,
                        const std::vector<GpuMask>* frozen = nullptr) const;

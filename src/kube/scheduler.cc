@@ -126,11 +126,12 @@ Result<SchedulerRuntimeConfig> ParseSchedulerConfig(const std::string& text) {
     const std::string p = "admission";
     TESSERA_RETURN_IF_ERROR(
         CheckKeys(a, p,
-                  {"usageHalfLifeSeconds", "backfill", "reservations", "preemption", "fairSharing",
-                   "minRuntimeSeconds", "gpuEquivalents"}));
+                  {"usageHalfLifeSeconds", "backfill", "reservations", "maxReservedNodes",
+                   "preemption", "fairSharing", "minRuntimeSeconds", "gpuEquivalents"}));
     TESSERA_RETURN_IF_ERROR(Get(a, "usageHalfLifeSeconds", p, c.core.admission.usage_half_life_s));
     TESSERA_RETURN_IF_ERROR(Get(a, "backfill", p, c.core.admission.backfill));
     TESSERA_RETURN_IF_ERROR(Get(a, "reservations", p, c.core.admission.reservations));
+    TESSERA_RETURN_IF_ERROR(Get(a, "maxReservedNodes", p, c.core.admission.max_reserved_nodes));
     TESSERA_RETURN_IF_ERROR(Get(a, "preemption", p, c.core.admission.preemption));
     TESSERA_RETURN_IF_ERROR(Get(a, "fairSharing", p, c.core.admission.fair_sharing));
     TESSERA_RETURN_IF_ERROR(Get(a, "minRuntimeSeconds", p, c.core.admission.min_runtime_s));

@@ -713,8 +713,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
     }
   }
   // MIG re-layouts the cycle chose for slice pods.
-  const int planned = StartRelayouts(now, res->relayouts, out);
-  PlanWholeGpuRelayouts(now, planned, out);
+  StartRelayouts(now, res->relayouts, out);
   // Why the others wait.
   for (const auto& [id, j] : jobs_) {
     if (admission_->state(id) != JobState::kPending) continue;

@@ -45,7 +45,13 @@ struct SchedulerConfig {
   std::string scheduler_name = "tessera";
   std::string policy = "tessera";  // placement policy (src/policies/builtin.h)
   std::vector<QueueSpec> queues;   // empty: one queue "default" with unlimited quota
-  AdmissionConfig admission;
+  // Admission as in admission.h, except that reservations hold at most 4 nodes at once, as the
+  // sharing simulation's (SharingConfig::max_reserved_nodes).
+  AdmissionConfig admission = [] {
+    AdmissionConfig c;
+    c.max_reserved_nodes = 4;
+    return c;
+  }();
   double gang_settle_s = 2;  // gangs without min-member: wait this long for members
   // A waiting pod's reason is re-sent (condition and Event) at once when it says something new,
   // but when only its parenthesised detail changed, at most this often, so reasons whose
@@ -306,13 +312,10 @@ class SchedulerCore {
   // Before a cycle: forgets waits of jobs no longer pending; gives admission the planner and
   // the GPUs it must not re-lay out (in flight, backing off).
   void PrepareRelayouts(double now);
-  // After a cycle: starts the re-layouts it proposed (at most max_relayouts_per_cycle);
-  // returns how many.
+  // After a cycle: starts the re-layouts it proposed (at most max_relayouts_per_cycle; a
+  // proposal for a GPU already started this cycle with the same layout adds its job to the
+  // waiters, as does turning MIG off for whole-GPU pods); returns how many were started.
   int StartRelayouts(double now, const std::vector<LayoutProposal>& proposals, CycleOutput& out);
-  // After a cycle: for single-pod whole-GPU jobs that fit nowhere, turns MIG off on empty MIG
-  // GPUs of one node (MigPlanner::PlanWholeGpus, as the sharing simulation does), within the
-  // per-cycle limit less `planned`.
-  void PlanWholeGpuRelayouts(double now, int planned, CycleOutput& out);
   // Holds the GPU of `plan` for job `id` with placeholders, records the layout action and keeps
   // the job from being placed until every GPU of its plan is applied or has failed. False (and
   // nothing changed) when the GPU is already being re-laid out or cannot be held.

@@ -9,6 +9,7 @@
 #include <bit>
 #include <charconv>
 #include <cstdio>
+#include <set>
 
 #include "kube/scheduler_core.h"
 #include "kube/scheduler_core_internal.h"
@@ -138,9 +139,11 @@ int SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>&
                                   CycleOutput& out) {
   int planned = 0;
   if (!config_.mig_relayout) return planned;
+  std::set<WorkloadId> started;  // jobs whose wait began in this call (one proposal per GPU)
   for (const LayoutProposal& p : proposals) {
     if (planned >= config_.max_relayouts_per_cycle) break;
-    if (relayout_wait_.count(p.job) || !jobs_.count(p.job)) continue;
+    if ((relayout_wait_.count(p.job) && !started.count(p.job)) || !jobs_.count(p.job)) continue;
+    started.insert(p.job);
     const GpuKey key{p.reconfig.node, p.reconfig.gpu};
     if (auto rt = relayouts_.find(key); rt != relayouts_.end() && rt->second.started == now &&
                                         rt->second.mig_after == p.reconfig.mig_after &&
@@ -151,37 +154,6 @@ int SchedulerCore::StartRelayouts(double now, const std::vector<LayoutProposal>&
     planned += HoldForRelayout(p.job, p.reconfig, now, out, p.slice) ? 1 : 0;
   }
   return planned;
-}
-
-void SchedulerCore::PlanWholeGpuRelayouts(double now, int planned, CycleOutput& out) {
-  if (!config_.mig_relayout) return;
-  std::vector<GpuMask> frozen = FrozenGpus();
-  for (const auto& [id, job] : jobs_) {
-    if (planned >= config_.max_relayouts_per_cycle) break;
-    if (relayout_wait_.count(id) || job->pods.size() != 1) continue;
-    if (admission_->state(id) != JobState::kPending ||
-        admission_->WhyPendingReason(id) != PendingReason::kNoFit)
-      continue;
-    auto pt = pods_.find(job->pods.front());
-    if (pt == pods_.end()) continue;
-    const PodRequest& req = pt->second->req;
-    if (req.gpu.whole_gpus < 1) continue;
-    std::vector<uint8_t> mask = *MaskFor(req);
-    const auto reserved = admission_->ReservedForOthers(id, mask.size());
-    for (size_t n = 0; n < mask.size(); ++n) mask[n] = mask[n] && !reserved[n];
-    SliceDemand d;
-    d.whole_gpus = req.demand.num_gpu;
-    d.cpu = req.demand.cpu;
-    d.host_memory = req.demand.memory;
-    d.models = req.demand.models;
-    auto plan = planner_.PlanWholeGpus(state_, d, &mask, &frozen);
-    if (!plan.ok() || plan->empty()) continue;
-    for (const MigReconfig& r : *plan) {
-      if (!HoldForRelayout(id, r, now, out)) continue;
-      frozen[r.node] |= GpuMask{1} << r.gpu;
-      ++planned;
-    }
-  }
 }
 
 void SchedulerCore::ReleaseRelayoutWait(WorkloadId job) {
