@@ -47,16 +47,25 @@ struct Learned {
   double free_share = 1.0;
 
   // The lowest price among the models of `mask` present in the cluster (0 for mask 0 when
-  // some model has price 0, as for any pod that may use every model).
-  double MinPrice(ModelMask mask) const {
+  // some model has price 0, as for any pod that may use every model). Remembers the last mask
+  // asked (a decision asks once per candidate GPU); ForgetMinPrice when the prices change.
+  double MinPrice(ModelMask mask) {
+    if (min_price_known && mask == min_price_mask) return min_price;
     double best = 1.0;
     for (int m = 0; m < kModels; ++m) {
       if (model_capacity[m] <= 0) continue;
       if (mask != 0 && !((mask >> m) & 1)) continue;
       best = std::min(best, model_price[m]);
     }
+    min_price_known = true;
+    min_price_mask = mask;
+    min_price = best;
     return best;
   }
+  void ForgetMinPrice() { min_price_known = false; }
+  bool min_price_known = false;
+  ModelMask min_price_mask = 0;
+  double min_price = 1.0;
 };
 
 // u_m = sum over pinned classes k that allow m of D_k / cap(A_k), where D_k is class k's share
@@ -123,6 +132,7 @@ class TesseraScorer final : public FragDescentScorer {
       const double fill =
           learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
       LearnModelPrices(learned_->all_shapes, fill, *learned_);
+      learned_->ForgetMinPrice();
       learned_->free_share = state.gpu_capacity_milli() > 0
                                  ? free_gpu / static_cast<double>(state.gpu_capacity_milli())
                                  : 1.0;
