@@ -12,12 +12,12 @@
 // that the model-pinned demand seen so far would claim if the mix filled the cluster up to
 // whichever of GPU and CPU runs out first (each pinned class spread over its allowed models by
 // free capacity, capped at 1), p_min(A) the lowest price among the models the pod allows and g
-// its milli-GPU; phi is the share of the cluster's GPU capacity that was free when the prices
-// were computed (the pinned demand to come can only claim what is still free). Model prices
-// and phi are recomputed at the first PreScore after each re-learning, so they are constant
-// while scores are cached.
-// It scores x like FGD: floor(100 * sigmoid(-x / T)), so candidates within about T/25 milli-GPU
-// of each other tie and the engine's seeded node order spreads them.
+// its milli-GPU; phi is the share of the cluster still free when the prices were computed, in
+// whichever of GPU and CPU is scarcer (the pinned demand to come can only claim what is free).
+// Model prices and phi are recomputed at the first PreScore after each re-learning, so they are
+// constant while scores are cached. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
+// candidates within about T/25 milli-GPU of each other tie and the engine's seeded node order
+// spreads them.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -118,11 +118,12 @@ class TesseraScorer final : public FragDescentScorer {
                 Rng& rng) override {
     if (learned_->prices_stale) {
       learned_->model_capacity.fill(0.0);
-      double free_gpu = 0, free_cpu = 0;
+      double free_gpu = 0, free_cpu = 0, total_cpu = 0;
       for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
         const NodeSpec& spec = state.spec(n);
         const NodeFree& f = state.free(n);
         free_cpu += static_cast<double>(f.cpu);
+        total_cpu += static_cast<double>(spec.cpu.v);
         if (spec.gpu_count <= 0 || spec.model >= kModels) continue;
         learned_->model_capacity[spec.model] += f.gpu_total;
         free_gpu += f.gpu_total;
@@ -133,9 +134,13 @@ class TesseraScorer final : public FragDescentScorer {
           learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
       LearnModelPrices(learned_->all_shapes, fill, *learned_);
       learned_->ForgetMinPrice();
+      // phi: the share of the cluster still free in whichever of GPU and CPU is scarcer, the
+      // same binding resource that sizes the pinned demand above.
       learned_->free_share = state.gpu_capacity_milli() > 0
                                  ? free_gpu / static_cast<double>(state.gpu_capacity_milli())
                                  : 1.0;
+      if (total_cpu > 0)
+        learned_->free_share = std::min(learned_->free_share, free_cpu / total_cpu);
       learned_->prices_stale = false;
     }
     FragDescentScorer::PreScore(state, d, feasible, rng);
