@@ -1,0 +1,32 @@
+# tessera-bench-sharing-replay: a sharing scenario replayed through the scheduler core beside
+# `sim sharing`'s tessera strategy (docs/SHARING.md, "Replay through the scheduler"). Its tests
+# check every bind's assignment and that both paths place every workload identically. Included
+# by bench/CMakeLists.txt, and by the top level in sanitized test builds (which build no other
+# benchmark), so the tests run under ASan/UBSan too.
+add_executable(tessera-bench-sharing-replay ${CMAKE_SOURCE_DIR}/bench/sharing_replay_bench.cc)
+target_include_directories(tessera-bench-sharing-replay PRIVATE ${CMAKE_SOURCE_DIR})
+target_link_libraries(tessera-bench-sharing-replay PRIVATE tessera_kube tessera_sim CLI11::CLI11
+                      nlohmann_json::nlohmann_json)
+if(TESSERA_BUILD_TESTS)
+  add_test(NAME sharing_replay_small
+           COMMAND tessera-bench-sharing-replay --require-same-placements
+                   --require-identical-placements --scenario
+                   ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)
+  set_tests_properties(sharing_replay_small PROPERTIES LABELS unit TIMEOUT 120)
+  # A day of the mixed scenario (with multi-GPU training) and of every class but training: the
+  # scheduler places every workload as `sim sharing` does, at the same time, on the same GPUs,
+  # as the same kind of slice.
+  foreach(scenario mixed no-training)
+    add_test(NAME sharing_replay_${scenario}
+             COMMAND tessera-bench-sharing-replay --require-same-placements
+                     --require-identical-placements --scenario
+                     ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-${scenario}.json)
+    set_tests_properties(sharing_replay_${scenario} PROPERTIES LABELS unit TIMEOUT 900)
+  endforeach()
+endif()
+if(TESSERA_BUILD_TESTS)
+  add_test(NAME sharing_replay_small_static_mig
+           COMMAND tessera-bench-sharing-replay --static-mig --scenario
+                   ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)
+  set_tests_properties(sharing_replay_small_static_mig PROPERTIES LABELS unit TIMEOUT 120)
+endif()
