@@ -37,6 +37,10 @@ struct TesseraConfig {
   // sigma: weight of the model-scarcity loss, in milli-GPU of pinned demand displaced per
   // milli-GPU placed; 1 puts it in the units of Delta F. 0 turns it off.
   double scarcity_weight = 1;
+  // Model-pinned classes not seen yet (docs/POLICIES.md item 6): every model is priced as if a
+  // class pinned to it alone had the upper confidence bound of its share after n GPU tasks
+  // without one, -ln(1 - c) / n (the "rule of three" at c = 0.95). 0 turns it off.
+  double unseen_pinned_confidence = 0.95;
   Status Validate() const;
 };
 std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& config = {});

@@ -11,11 +11,12 @@
 // share_prices.h); and p_m is the scarcity of the node's GPU model m: the share of m's free GPU
 // that the model-pinned demand seen so far would claim if the mix filled the cluster up to
 // whichever of GPU and CPU runs out first (each pinned class spread over its allowed models by
-// free capacity, capped at 1), p_min(A) the lowest price among the models the pod allows and g
-// its milli-GPU; phi is the share of the cluster still free when the prices were computed, in
-// whichever of GPU and CPU is scarcer (the pinned demand to come can only claim what is free).
-// Model prices and phi are recomputed at the first PreScore after each re-learning, so they are
-// constant while scores are cached. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
+// free capacity, plus for every model a class pinned to it alone at the upper confidence bound
+// of a share not seen yet, capped at 1), p_min(A) the lowest price among the models the pod
+// allows and g its milli-GPU; phi is the share of the cluster still free when the prices were
+// computed, in whichever of GPU and CPU is scarcer (the pinned demand to come can only claim what
+// is free). Model prices and phi are recomputed at the first PreScore after each re-learning, so
+// they are constant while scores are cached. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
 // candidates within about T/25 milli-GPU of each other tie and the engine's seeded node order
 // spreads them.
 #include <algorithm>
@@ -42,6 +43,7 @@ struct Learned {
   // GPU capacity per model (milli), taken from the cluster when its node count changes.
   std::array<double, kModels> model_capacity{};
   TargetWorkload all_shapes;  // every shape seen, at the last Learn
+  int64_t tasks = 0;          // tasks seen, at the last Learn
   bool prices_stale = false;  // Learn ran; the next PreScore recomputes the model prices
   // The share of the cluster's GPU capacity that was free when the prices were last computed.
   double free_share = 1.0;
@@ -71,12 +73,19 @@ struct Learned {
 // u_m = sum over pinned classes k that allow m of D_k / cap(A_k), where D_k is class k's share
 // of the GPU demand seen so far times the GPU that the mix can still place (`fill_gpu`): each
 // pinned class spreads over its allowed models in proportion to their free capacity.
-void LearnModelPrices(const TargetWorkload& all, double fill_gpu, Learned& l) {
+// `unseen_share` adds, for every model, a class pinned to that model alone that was not seen
+// yet, with that share of the demand to come (docs/POLICIES.md item 6).
+void LearnModelPrices(const TargetWorkload& all, double fill_gpu, double unseen_share, Learned& l) {
   l.model_price.fill(0.0);
+  if (fill_gpu <= 0) return;
+  if (unseen_share > 0) {
+    for (int m = 0; m < kModels; ++m)
+      if (l.model_capacity[m] > 0) l.model_price[m] = unseen_share * fill_gpu / l.model_capacity[m];
+  }
   double total_gpu = 0;
   for (const TaskShape& t : all.shapes) total_gpu += t.popularity * t.num_gpu * t.gpu_milli;
-  if (fill_gpu <= 0 || total_gpu <= 0) return;
   for (const TaskShape& t : all.shapes) {
+    if (total_gpu <= 0) break;
     if (t.models == 0 || t.num_gpu == 0) continue;
     double cap = 0;
     for (int m = 0; m < kModels; ++m) {
@@ -109,6 +118,7 @@ class TesseraScorer final : public FragDescentScorer {
     }
     learned_->prices = SharePrices::Solve(shares);
     learned_->all_shapes = seen.Build(100.0);
+    learned_->tasks = seen.tasks();
     learned_->prices_stale = true;
     return seen.Build(cfg_.coverage_pct);
   }
@@ -132,7 +142,17 @@ class TesseraScorer final : public FragDescentScorer {
       // milli-GPU, the free CPU carries free_cpu / kappa milli-GPU of further demand.
       const double fill =
           learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
-      LearnModelPrices(learned_->all_shapes, fill, *learned_);
+      // The rule of three generalised: after n GPU tasks without a class, its share of them
+      // is below -ln(1 - confidence) / n at that confidence.
+      double gpu_tasks = 0;
+      for (const TaskShape& t : learned_->all_shapes.shapes)
+        if (t.num_gpu > 0) gpu_tasks += t.popularity;
+      gpu_tasks *= static_cast<double>(learned_->tasks);
+      const double unseen =
+          gpu_tasks >= 1 && cfg_.unseen_pinned_confidence > 0
+              ? std::min(1.0, -std::log1p(-cfg_.unseen_pinned_confidence) / gpu_tasks)
+              : 0.0;
+      LearnModelPrices(learned_->all_shapes, fill, unseen, *learned_);
       learned_->ForgetMinPrice();
       // phi: the share of the cluster still free in whichever of GPU and CPU is scarcer, the
       // same binding resource that sizes the pinned demand above.
@@ -168,6 +188,8 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: packing_weight must be in [0, 1000]");
   if (!(scarcity_weight >= 0 && scarcity_weight <= 100))
     return InvalidArgument("tessera: scarcity_weight must be in [0, 100]");
+  if (!(unseen_pinned_confidence >= 0 && unseen_pinned_confidence < 1))
+    return InvalidArgument("tessera: unseen_pinned_confidence must be in [0, 1)");
   return Status::Ok();
 }
 
