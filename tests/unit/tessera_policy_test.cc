@@ -1,0 +1,374 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_state.h"
+#include "core/random.h"
+#include "engine/engine.h"
+#include "engine/gpu_select.h"
+#include "engine/registry.h"
+#include "policies/builtin.h"
+#include "policies/frag.h"
+#include "policies/frag_descent.h"
+#include "policies/share_prices.h"
+#include "tests/unit/policy_test_util.h"
+
+namespace tessera {
+namespace {
+
+using namespace policy_test;  // NOLINT(google-build-using-namespace)
+
+// ---------------------------------------------------------------------------------------
+// Tessera: x = Delta F + lambda * Delta S against the mix learned online, where
+// S = max(0, R - c / kappa) and kappa = requested milli-CPU / requested milli-GPU over the
+// workloads seen; score = floor(100 sigmoid(-x / T)) with T in milli-GPU.
+
+TesseraConfig Config(double lambda, double temperature) {
+  TesseraConfig c;
+  c.stranding_weight = lambda;
+  c.score_temperature = temperature;
+  return c;
+}
+
+// Learned M = {share 500, no CPU, p = 1}; kappa stays at its default (no CPU seen), and no
+// node below runs short of CPU, so Delta S = 0. Node P: one GPU with 510 free; node Q: one
+// GPU with 530 free. Demand share 500: P -> 10 left, too small for M -> F = 10, delta 10;
+// Q -> delta 30.
+class TesseraTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    p_ = b_.Add(Node("p", 8000, 1), {Use(0, 490)});
+    q_ = b_.Add(Node("q", 8000, 1), {Use(0, 470)});
+  }
+  Builder b_;
+  NodeIdx p_ = 0, q_ = 0;
+  const Demand d_ = Share(0, 500);
+};
+
+TEST_F(TesseraTest, TemperatureSetsTheTieWidth) {
+  // T = 1000 (default): floor(100 / (1 + e^0.01)) = 49 = floor(100 / (1 + e^0.03)), a tie,
+  // exactly like FGD.
+  auto t = MakeTesseraScorer();
+  EXPECT_EQ(t->name(), "tessera");
+  t->Observe(d_);
+  EXPECT_EQ(ScoreOne(*t, b_.state, p_, d_).score, 49);
+  EXPECT_EQ(ScoreOne(*t, b_.state, q_, d_).score, 49);
+  auto fgd = MakeFgdScorer(TargetWorkload{{TaskShape{0, 500, 1, 0, 1.0}}});
+  EXPECT_EQ(ScoreOne(*fgd, b_.state, p_, d_).score, 49);
+  EXPECT_EQ(ScoreOne(*fgd, b_.state, q_, d_).score, 49);
+
+  // T = 100: floor(100 / (1 + e^0.1)) = floor(47.50) = 47; floor(100 / (1 + e^0.3)) =
+  // floor(42.56) = 42.
+  auto sharp = MakeTesseraScorer(Config(0.1, 100));
+  sharp->Observe(d_);
+  EXPECT_EQ(ScoreOne(*sharp, b_.state, p_, d_).score, 47);
+  EXPECT_EQ(ScoreOne(*sharp, b_.state, q_, d_).score, 42);
+}
+
+TEST_F(TesseraTest, PicksLowerDeltaOnceOutsideTheTieWidth) {
+  std::set<NodeIdx> tied_choices;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    Engine sharp(MakeTesseraScorer(Config(0.1, 100)), seed);
+    sharp.Observe(d_);
+    const Decision ds = sharp.Decide(b_.state, 1, d_);
+    ASSERT_TRUE(ds.placed);
+    EXPECT_EQ(ds.placement.node, p_) << "seed " << seed;
+
+    Engine tied(MakeTesseraScorer(), seed);
+    tied.Observe(d_);
+    const Decision dt = tied.Decide(b_.state, 1, d_);
+    ASSERT_TRUE(dt.placed);
+    tied_choices.insert(dt.placement.node);
+  }
+  // With the default temperature the nodes tie; the seeded node order decides.
+  EXPECT_EQ(tied_choices.size(), 2u);
+}
+
+// Observed: share 500 with 5000 milli-CPU -> kappa = 10 and M = {cpu 5000, share 500}.
+// Node N: 20 cores, 2 idle GPUs. Demand: share 500 with 12000 milli-CPU.
+//   Delta F: before both GPUs usable and 20000 >= 5000 -> 0; after [500, 1000] with 8000
+//   milli-CPU left, both still usable -> 0. Delta F = 0.
+//   S before = max(0, 2000 - 20000/10) = 0; after = max(0, 1500 - 8000/10) = 700.
+// Node M: 64 cores: S = 0 before and after, and Delta F = 0.
+struct StrandingCase {
+  double lambda, temperature, score_n, score_m;
+};
+
+void PrintTo(const StrandingCase& c, std::ostream* os) {
+  *os << "lambda " << c.lambda << " T " << c.temperature;
+}
+
+class TesseraStrandingTest : public ::testing::TestWithParam<StrandingCase> {};
+
+TEST_P(TesseraStrandingTest, Score) {
+  const StrandingCase& c = GetParam();
+  Builder b;
+  const NodeIdx n = b.Add(Node("n", 20000, 2));
+  const NodeIdx m = b.Add(Node("m", 64000, 2));
+  auto t = MakeTesseraScorer(Config(c.lambda, c.temperature));
+  t->Observe(Share(5000, 500));
+  const Demand d = Share(12000, 500);
+  const NodeScore sn = ScoreOne(*t, b.state, n, d);
+  EXPECT_EQ(sn.score, c.score_n);
+  EXPECT_EQ(sn.gpus, 0b01u);
+  EXPECT_EQ(ScoreOne(*t, b.state, m, d).score, c.score_m);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TesseraStrandingTest,
+    ::testing::Values(
+        // x = 0: 50 on both.
+        StrandingCase{0.0, 1000, 50, 50},
+        // Default lambda 0.1: x = 70 -> floor(100 / (1 + e^0.07)) = floor(48.25) = 48.
+        StrandingCase{0.1, 1000, 48, 50},
+        // x = 700 -> floor(100 / (1 + e^0.7)) = floor(33.18) = 33.
+        StrandingCase{1.0, 1000, 33, 50},
+        // x = 700, T = 500 -> floor(100 / (1 + e^1.4)) = floor(19.78) = 19.
+        StrandingCase{1.0, 500, 19, 50}));
+
+TEST(TesseraPolicyTest, DefaultConfigAvoidsStrandingWhereFgdTies) {
+  Builder b;
+  b.Add(Node("n", 20000, 2));
+  const NodeIdx m = b.Add(Node("m", 64000, 2));
+  const TargetWorkload target{{TaskShape{5000, 500, 1, 0, 1.0}}};
+  std::set<NodeIdx> fgd_choices;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    Engine tessera(MakeTesseraScorer(), seed);
+    tessera.Observe(Share(5000, 500));
+    EXPECT_EQ(tessera.Decide(b.state, 1, Share(12000, 500)).placement.node, m) << seed;
+    Engine fgd(MakeFgdScorer(target), seed);
+    fgd_choices.insert(fgd.Decide(b.state, 1, Share(12000, 500)).placement.node);
+  }
+  EXPECT_EQ(fgd_choices.size(), 2u);
+}
+
+TEST(TesseraPolicyTest, ConfigValidation) {
+  EXPECT_TRUE(TesseraConfig{}.Validate().ok());
+  EXPECT_TRUE(Config(0, 1).Validate().ok());
+  EXPECT_TRUE(Config(100, 1e6).Validate().ok());
+  for (const TesseraConfig& bad :
+       {Config(-0.1, 1000), Config(100.5, 1000), Config(std::nan(""), 1000), Config(0.1, 0),
+        Config(0.1, -5), Config(0.1, 2e6), Config(0.1, std::nan(""))}) {
+    EXPECT_EQ(bad.Validate().code(), StatusCode::kInvalidArgument)
+        << bad.stranding_weight << " " << bad.score_temperature;
+  }
+  TesseraConfig cov;
+  cov.coverage_pct = 0;
+  EXPECT_FALSE(cov.Validate().ok());
+  cov.coverage_pct = 100;
+  EXPECT_TRUE(cov.Validate().ok());
+  cov.coverage_pct = 100.5;
+  EXPECT_FALSE(cov.Validate().ok());
+}
+
+TEST_F(TesseraTest, NeutralBeforeAnyObservation) {
+  auto t = MakeTesseraScorer();
+  const NodeScore sp = ScoreOne(*t, b_.state, p_, d_);
+  const NodeScore sq = ScoreOne(*t, b_.state, q_, d_);
+  EXPECT_EQ(sp.score, sq.score);
+  EXPECT_EQ(sp.gpus, 0b1u);
+}
+
+// Packing loss. Observed: shares 470 x2, 650 x1, 320 x2 and 3 whole-GPU pods, no CPU (8
+// arrivals, so the last re-learning saw all of them): M = {470: 1/4, 650: 1/8, 320: 1/4,
+// whole: 3/8}, and the share-packing LP packs {470, 470}, {650, 320}, {320, 320, 320} with
+// prices y_470 = 1/2, y_650 = 2/3, y_320 = 1/3. A 320 next to a lone 470 (free 530) loses
+// K(530) - y_320 - K(210) = 1/2 - 1/3 - 0 = 1/6 GPU; on a fresh GPU it loses
+// K(1000) - 1/3 - K(680) = 1 - 1/3 - 2/3 = 0.
+// Delta F (64 cores: no stranding, Delta S = 0):
+//   free [530] -> [210]: before 650 and whole lack a GPU: (1/8 + 3/8) 530 = 265; after every
+//     shape lacks one: 210. Delta F = -55.
+//   free [1000] -> [680]: before 0; after only the whole shape lacks a GPU: 3/8 680 = 255.
+// FGD: floor(100 sigmoid(0.055)) = 51 vs floor(100 sigmoid(-0.255)) = 43: the 470's GPU.
+// tessera: x = -55 + 20 * 1000 / 6 = 3278.3 -> floor(3.63) = 3 vs x = 255 -> 43: fresh GPU.
+void ObservePackingMix(Scorer& s) {
+  for (int i = 0; i < 2; ++i) s.Observe(Share(0, 470));
+  s.Observe(Share(0, 650));
+  for (int i = 0; i < 2; ++i) s.Observe(Share(0, 320));
+  for (int i = 0; i < 3; ++i) s.Observe(Whole(0, 1));
+}
+
+TEST(TesseraPolicyTest, PackingLossKeepsSharesInLpPatterns) {
+  Builder b;
+  const NodeIdx a = b.Add(Node("a", 64000, 1), {Use(0, 470)});
+  const NodeIdx f = b.Add(Node("f", 64000, 1));
+  const NodeIdx c = b.Add(Node("c", 64000, 2), {Use(0, 470)});
+  const Demand d = Share(0, 320);
+  auto t = MakeTesseraScorer();
+  ObservePackingMix(*t);
+  EXPECT_EQ(ScoreOne(*t, b.state, a, d).score, 3);
+  EXPECT_EQ(ScoreOne(*t, b.state, f, d).score, 43);
+  // Inside one node [530, 1000] the same two choices: GPU 1 wins.
+  const NodeScore sc = ScoreOne(*t, b.state, c, d);
+  EXPECT_EQ(sc.score, 43);
+  EXPECT_EQ(sc.gpus, 0b10u);
+
+  auto fgd =
+      MakeFgdScorer(TargetWorkload{{TaskShape{0, 470, 1, 0, 0.2}, TaskShape{0, 650, 1, 0, 0.1},
+                                    TaskShape{0, 320, 1, 0, 0.2}, TaskShape{0, 1000, 1, 0, 0.5}}});
+  EXPECT_EQ(ScoreOne(*fgd, b.state, a, d).score, 52);
+  EXPECT_EQ(ScoreOne(*fgd, b.state, f, d).score, 41);
+  const NodeScore fc = ScoreOne(*fgd, b.state, c, d);
+  EXPECT_EQ(fc.score, 52);
+  EXPECT_EQ(fc.gpus, 0b01u);
+}
+
+// Model scarcity. Observed: three whole-GPU pods pinned to T4 and one unpinned; the cluster has
+// 2 free T4 GPUs and 2 free A100s. If the mix filled the cluster, the T4-pinned pods would ask
+// 3/4 x 4 GPUs = 3 GPUs of the 2 T4s: T4's price is min(1, 1.5) = 1, A100's is 0. An unpinned
+// pod on the T4 node then loses (1 - 0) x its milli-GPU; on the A100 node nothing, and a
+// T4-pinned pod loses nothing on T4 (its cheapest allowed model is T4 itself).
+TEST(TesseraPolicyTest, ScarcityKeepsUnpinnedWorkOffModelsThatPinnedPodsNeed) {
+  Builder b;
+  const NodeIdx t4 = b.Add(Node("t", 64000, 2, "T4"));
+  const NodeIdx a100 = b.Add(Node("a", 64000, 2, "A100-80GB"));
+  const Demand pinned{MilliCpu(0), MiB(0), 1, 1000, Bit("T4")};
+  auto observe = [&](Scorer& s) {
+    for (int i = 0; i < 3; ++i) s.Observe(pinned);
+    s.Observe(Whole(0, 1));
+  };
+  // Only the classes seen: the prior for unseen ones has its own test below.
+  TesseraConfig seen_only;
+  seen_only.unseen_pinned_confidence = 0;
+  TesseraConfig off = seen_only;
+  off.scarcity_weight = 0;
+  struct Case {
+    const char* label;
+    NodeIdx node;
+    Demand demand;
+    bool loses;  // scored lower than with scarcity_weight 0
+  };
+  for (const Case& c : {Case{"unpinned whole on T4", t4, Whole(0, 1), true},
+                        Case{"unpinned share on T4", t4, Share(0, 500), true},
+                        Case{"unpinned whole on A100", a100, Whole(0, 1), false},
+                        Case{"T4-pinned whole on T4", t4, pinned, false}}) {
+    auto with = MakeTesseraScorer(seen_only);
+    auto without = MakeTesseraScorer(off);
+    observe(*with);
+    observe(*without);
+    const double s_with = ScoreOne(*with, b.state, c.node, c.demand).score;
+    const double s_without = ScoreOne(*without, b.state, c.node, c.demand).score;
+    if (c.loses) {
+      EXPECT_LT(s_with, s_without) << c.label;
+    } else {
+      EXPECT_EQ(s_with, s_without) << c.label;
+    }
+  }
+  // It sends an unpinned pod to the A100 node whatever the tie-break seed.
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Engine e(MakeTesseraScorer(seen_only), seed);
+    for (int i = 0; i < 3; ++i) e.Observe(pinned);
+    e.Observe(Whole(0, 1));
+    EXPECT_EQ(e.Decide(b.state, 1, Share(0, 500)).placement.node, a100) << seed;
+  }
+}
+
+// Pinned classes not seen yet. After 10 unpinned whole-GPU tasks, a class pinned to one model
+// alone could still hold up to 3/10 of the GPU tasks (rule of three): filling the 10 free GPUs
+// it would ask 3 GPUs of the model, all of the 2-GPU T4 node (price 1) and 3/8 of the 8-GPU
+// A100 node. So an unpinned pod loses on the rare model and not on the common one. After
+// 100,000 such tasks the bound is 3e-5 of the demand: the loss is below one score point.
+TEST(TesseraPolicyTest, UnseenPinnedClassesKeepEarlyWorkOffRareModels) {
+  Builder b;
+  const NodeIdx t4 = b.Add(Node("t", 64000, 2, "T4"));
+  const NodeIdx a100 = b.Add(Node("a", 64000, 8, "A100-80GB"));
+  TesseraConfig off;
+  off.unseen_pinned_confidence = 0;
+  // Score points the prior costs a pod on `node` after `seen` unpinned whole-GPU tasks.
+  auto loss = [&](int64_t seen, NodeIdx node) {
+    auto with = MakeTesseraScorer();
+    auto without = MakeTesseraScorer(off);
+    for (int64_t i = 0; i < seen; ++i) {
+      with->Observe(Whole(0, 1));
+      without->Observe(Whole(0, 1));
+    }
+    return ScoreOne(*without, b.state, node, Whole(0, 1)).score -
+           ScoreOne(*with, b.state, node, Whole(0, 1)).score;
+  };
+  EXPECT_GE(loss(10, t4), 10);
+  EXPECT_EQ(loss(10, a100), 0);
+  EXPECT_LE(loss(100000, t4), 1);
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Engine e(MakeTesseraScorer(), seed);
+    for (int i = 0; i < 10; ++i) e.Observe(Whole(0, 1));
+    EXPECT_EQ(e.Decide(b.state, 1, Whole(0, 1)).placement.node, a100) << seed;
+  }
+}
+
+TEST(TesseraPolicyTest, ScarcityWeightIsValidated) {
+  TesseraConfig c;
+  for (double bad : {-1.0, 101.0, std::nan("")}) {
+    c.scarcity_weight = bad;
+    EXPECT_FALSE(c.Validate().ok()) << bad;
+  }
+  c.scarcity_weight = 0;
+  EXPECT_TRUE(c.Validate().ok());
+  for (double bad : {-0.1, 1.0, std::nan("")}) {
+    TesseraConfig u;
+    u.unseen_pinned_confidence = bad;
+    EXPECT_FALSE(u.Validate().ok()) << bad;
+  }
+  c.packing_weight = -1;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
+// ---------------------------------------------------------------------------------------
+// SharePrices: dual prices of the share-packing LP.
+
+TEST(SharePricesTest, EmptyHasNoLoss) {
+  const SharePrices p = SharePrices::Solve({});
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.Loss(1000, 470), 0.0);
+}
+
+TEST(SharePricesTest, OneSizePacksPairs) {
+  const std::vector<ShareCount> items = {{500, 3}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.Price(500), 0.5, 1e-9);
+  EXPECT_NEAR(p.objective(), 0.5, 1e-9);  // GPUs per task
+  EXPECT_NEAR(p.BestFill(999), 0.5, 1e-9);
+  EXPECT_NEAR(p.BestFill(1000), 1.0, 1e-9);
+  EXPECT_NEAR(p.Loss(1000, 500), 0.0, 1e-9);
+  EXPECT_NEAR(p.Loss(510, 500), 0.0, 1e-9);
+  EXPECT_EQ(p.Loss(400, 500), 0.0);  // does not fit
+}
+
+TEST(SharePricesTest, HandSolvedPatterns) {
+  // Optimal packing of 470 x2, 650 x1, 320 x2: {470, 470}, {650, 320}, 1/3 of {320 x3}:
+  // 7/3 GPUs for 5 tasks. All three patterns are used, so their prices are tight.
+  const std::vector<ShareCount> items = {{470, 2}, {650, 1}, {320, 2}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.objective(), 7.0 / 15.0, 1e-9);
+  EXPECT_NEAR(p.Price(470), 0.5, 1e-9);
+  EXPECT_NEAR(p.Price(650), 2.0 / 3.0, 1e-9);
+  EXPECT_NEAR(p.Price(320), 1.0 / 3.0, 1e-9);
+  EXPECT_NEAR(p.Loss(530, 320), 1.0 / 6.0, 1e-9);  // 320 next to a 470
+  EXPECT_NEAR(p.Loss(350, 320), 0.0, 1e-9);        // 320 completes a 650
+  EXPECT_NEAR(p.Loss(1000, 320), 0.0, 1e-9);
+  EXPECT_NEAR(p.Loss(680, 470), 1.0 / 6.0, 1e-9);  // 470 next to a 320
+  EXPECT_NEAR(p.Loss(530, 470), 0.0, 1e-9);
+  // A size outside the LP is priced at K(d): 100 fits nothing learned, so it is free.
+  EXPECT_NEAR(p.Price(100), 0.0, 1e-9);
+}
+
+TEST(SharePricesTest, ScarceFillersAreFree) {
+  // 810s outnumber the 160s that could complete them: every extra 810 needs its own GPU
+  // (y = 1), so a 160 costs nothing wherever it goes.
+  const std::vector<ShareCount> items = {{810, 10}, {160, 1}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.Price(810), 1.0, 1e-9);
+  EXPECT_NEAR(p.Price(160), 0.0, 1e-9);
+  EXPECT_NEAR(p.objective(), 10.0 / 11.0, 1e-9);
+  EXPECT_NEAR(p.Loss(190, 160), 0.0, 1e-9);
+  EXPECT_NEAR(p.Loss(1000, 810), 0.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace tessera
