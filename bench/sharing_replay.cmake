@@ -23,8 +23,6 @@ if(TESSERA_BUILD_TESTS)
                      ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-${scenario}.json)
     set_tests_properties(sharing_replay_${scenario} PROPERTIES LABELS unit TIMEOUT 900)
   endforeach()
-endif()
-if(TESSERA_BUILD_TESTS)
   add_test(NAME sharing_replay_small_static_mig
            COMMAND tessera-bench-sharing-replay --static-mig --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)

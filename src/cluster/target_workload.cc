@@ -13,6 +13,7 @@ TargetWorkload TargetWorkload::FromDemands(std::span<const Demand> demands, doub
 void ShapeTally::Add(const Demand& d) {
   ++counts_[{d.cpu.v, d.gpu_milli, d.num_gpu, d.models}];
   ++tasks_;
+  if (d.num_gpu > 0) ++gpu_tasks_;
   cpu_ += static_cast<double>(d.cpu.v);
   gpu_ += static_cast<double>(d.TotalMilliGpu());
 }

@@ -41,6 +41,7 @@ class ShapeTally {
   TargetWorkload Build(double coverage_pct) const;
 
   int64_t tasks() const { return tasks_; }
+  int64_t gpu_tasks() const { return gpu_tasks_; }  // tasks asking for at least one GPU
   size_t distinct() const { return counts_.size(); }
   // Totals over all tasks: milli-CPU and milli-GPU requested.
   double cpu_milli() const { return cpu_; }
@@ -49,6 +50,7 @@ class ShapeTally {
  private:
   std::map<std::tuple<int64_t, int, int, ModelMask>, int64_t> counts_;
   int64_t tasks_ = 0;
+  int64_t gpu_tasks_ = 0;
   double cpu_ = 0;
   double gpu_ = 0;
 };

@@ -43,7 +43,7 @@ struct Learned {
   // GPU capacity per model (milli), taken from the cluster when its node count changes.
   std::array<double, kModels> model_capacity{};
   TargetWorkload all_shapes;  // every shape seen, at the last Learn
-  int64_t tasks = 0;          // tasks seen, at the last Learn
+  int64_t gpu_tasks = 0;      // GPU tasks seen, at the last Learn
   bool prices_stale = false;  // Learn ran; the next PreScore recomputes the model prices
   // The share of the cluster's GPU capacity that was free when the prices were last computed.
   double free_share = 1.0;
@@ -84,17 +84,18 @@ void LearnModelPrices(const TargetWorkload& all, double fill_gpu, double unseen_
   }
   double total_gpu = 0;
   for (const TaskShape& t : all.shapes) total_gpu += t.popularity * t.num_gpu * t.gpu_milli;
-  for (const TaskShape& t : all.shapes) {
-    if (total_gpu <= 0) break;
-    if (t.models == 0 || t.num_gpu == 0) continue;
-    double cap = 0;
-    for (int m = 0; m < kModels; ++m) {
-      if ((t.models >> m) & 1) cap += l.model_capacity[m];
-    }
-    if (cap <= 0) continue;
-    const double demand = t.popularity * t.num_gpu * t.gpu_milli / total_gpu * fill_gpu;
-    for (int m = 0; m < kModels; ++m) {
-      if ((t.models >> m) & 1) l.model_price[m] += demand / cap;
+  if (total_gpu > 0) {
+    for (const TaskShape& t : all.shapes) {
+      if (t.models == 0 || t.num_gpu == 0) continue;
+      double cap = 0;
+      for (int m = 0; m < kModels; ++m) {
+        if ((t.models >> m) & 1) cap += l.model_capacity[m];
+      }
+      if (cap <= 0) continue;
+      const double demand = t.popularity * t.num_gpu * t.gpu_milli / total_gpu * fill_gpu;
+      for (int m = 0; m < kModels; ++m) {
+        if ((t.models >> m) & 1) l.model_price[m] += demand / cap;
+      }
     }
   }
   for (double& p : l.model_price) p = std::min(1.0, p);
@@ -118,7 +119,7 @@ class TesseraScorer final : public FragDescentScorer {
     }
     learned_->prices = SharePrices::Solve(shares);
     learned_->all_shapes = seen.Build(100.0);
-    learned_->tasks = seen.tasks();
+    learned_->gpu_tasks = seen.gpu_tasks();
     learned_->prices_stale = true;
     return seen.Build(cfg_.coverage_pct);
   }
@@ -144,14 +145,10 @@ class TesseraScorer final : public FragDescentScorer {
           learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
       // The rule of three generalised: after n GPU tasks without a class, its share of them
       // is below -ln(1 - confidence) / n at that confidence.
-      double gpu_tasks = 0;
-      for (const TaskShape& t : learned_->all_shapes.shapes)
-        if (t.num_gpu > 0) gpu_tasks += t.popularity;
-      gpu_tasks *= static_cast<double>(learned_->tasks);
-      const double unseen =
-          gpu_tasks >= 1 && cfg_.unseen_pinned_confidence > 0
-              ? std::min(1.0, -std::log1p(-cfg_.unseen_pinned_confidence) / gpu_tasks)
-              : 0.0;
+      const double n = static_cast<double>(learned_->gpu_tasks);
+      const double unseen = n >= 1 && cfg_.unseen_pinned_confidence > 0
+                                ? std::min(1.0, -std::log1p(-cfg_.unseen_pinned_confidence) / n)
+                                : 0.0;
       LearnModelPrices(learned_->all_shapes, fill, unseen, *learned_);
       learned_->ForgetMinPrice();
       // phi: the share of the cluster still free in whichever of GPU and CPU is scarcer, the

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/target_workload.h"
 #include "core/random.h"
 
 namespace tessera {
@@ -507,6 +508,17 @@ TEST(ClusterStateRandomizedTest, InvariantsHoldAndFullReleaseRestoresEveryNode) 
     SCOPED_TRACE(state.spec(n).name);
     ExpectSameFree(state.free(n), initial[n]);
   }
+}
+
+TEST(ShapeTallyTest, CountsTasksAndTasksWithGpus) {
+  ShapeTally tally;
+  tally.Add(Demand{MilliCpu(1000), MiB(0), 0, 0, 0});
+  tally.Add(Demand{MilliCpu(0), MiB(0), 1, 500, 0});
+  tally.Add(Demand{MilliCpu(0), MiB(0), 2, 1000, 0});
+  tally.Add(Demand{MilliCpu(0), MiB(0), 2, 1000, 0});
+  EXPECT_EQ(tally.tasks(), 4);
+  EXPECT_EQ(tally.gpu_tasks(), 3);
+  EXPECT_EQ(tally.distinct(), 3u);
 }
 
 }  // namespace
