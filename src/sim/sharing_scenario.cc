@@ -150,11 +150,11 @@ Status ReadIsolation(const Reader& r, const json& v, const std::string& path, Sh
 }
 
 Status ReadClass(const Reader& r, const json& v, const std::string& path, SharingClass* c) {
-  TESSERA_RETURN_IF_ERROR(
-      r.Object(v, path,
-               {"name", "arrivals_per_hour", "memory_gib", "compute_pct", "whole_gpus", "isolation",
-                "duration_s", "patience_s", "cpu_cores", "host_memory_gib", "gpu_models"},
-               {"name", "arrivals_per_hour", "memory_gib", "duration_s"}));
+  TESSERA_RETURN_IF_ERROR(r.Object(
+      v, path,
+      {"name", "arrivals_per_hour", "memory_gib", "compute_pct", "whole_gpus", "isolation",
+       "duration_s", "patience_s", "cpu_cores", "host_memory_gib", "gpu_models", "priority"},
+      {"name", "arrivals_per_hour", "memory_gib", "duration_s"}));
   TESSERA_RETURN_IF_ERROR(r.String(v, "name", path, &c->name));
   if (c->name.empty()) return r.Error(JsonChild(path, "name"), "must not be empty");
   TESSERA_RETURN_IF_ERROR(
@@ -186,6 +186,9 @@ Status ReadClass(const Reader& r, const json& v, const std::string& path, Sharin
   TESSERA_RETURN_IF_ERROR(
       r.Range(v, "duration_s", path, 1, kMaxSeconds, false, true, &c->duration_s));
   TESSERA_RETURN_IF_ERROR(r.IntKey(v, "patience_s", path, 0, kMaxSeconds, &c->patience_s));
+  int64_t priority = 0;
+  TESSERA_RETURN_IF_ERROR(r.IntKey(v, "priority", path, -kMaxPriority, kMaxPriority, &priority));
+  c->priority = static_cast<int>(priority);
   c->cpu_cores = {1, 1};
   c->host_memory_gib = {4, 4};
   TESSERA_RETURN_IF_ERROR(

@@ -36,6 +36,8 @@
 namespace tessera {
 
 inline constexpr int64_t kMaxSharingWorkloads = 2000000;
+// Class priorities lie in [-kMaxPriority, kMaxPriority] (Kubernetes' user range).
+inline constexpr int64_t kMaxPriority = 1000000000;
 
 // A closed interval; lo == hi for a fixed value.
 struct SharingRange {
@@ -68,6 +70,9 @@ struct SharingClass {
   SharingRange cpu_cores;                  // host CPU per workload
   SharingRange host_memory_gib;            // host memory per workload
   ModelMask gpu_models = 0;                // allowed models; 0 = any with enough memory
+  // A workload that does not fit may evict running workloads of strictly lower priority
+  // (docs/SHARING.md, "Preemption"); equal priorities (the default) never preempt.
+  int priority = 0;
 };
 
 // From start_s until the next phase (or the horizon), class c arrives at

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sharing/allocator.h"
+#include "sharing/eviction.h"
 
 namespace tessera {
 namespace {
@@ -341,6 +342,7 @@ class Simulation {
         oversub_(w.size(), false),
         disturbed_(w.size(), false) {
     m_.strategy = std::move(name);
+    preemption_ = SharingPreemption(s);
     for (NodeIdx n = 0; n < c.num_nodes(); ++n) {
       occupancy_.emplace_back(c.gpu_count(n), 0);
       on_gpu_.emplace_back(c.gpu_count(n));
@@ -363,7 +365,12 @@ class Simulation {
   };
 
   Result<bool> TryPlace(size_t wi, SimTime t);
-  Status Release(size_t wi);
+  // After `wi` failed to fit: evicts running workloads of lower priority if that lets it fit
+  // (PlanEviction), placing it into *p; the victims wait again (evicted_now_). False, with the
+  // ledger unchanged, when no eviction helps.
+  Result<bool> TryPreempt(size_t wi, SimTime t, Placement* p);
+  // Takes the workload off the ledger (unless already done) and out of the running set.
+  Status Release(size_t wi, bool ledger = true);
   void Record(size_t wi, const Placement& p);
   void CheckDisturbed(const Placement& p);
   void Advance(SimTime t) {
@@ -399,6 +406,13 @@ class Simulation {
   SimTime last_t_ = 0;
   SimTime placing_t_ = 0;  // the time of the TryPlace in progress
   double busy_area_ = 0;
+  // Per workload: when its current run started and ends, and when its current wait gives up
+  // (events at other times are stale: the workload was evicted and waits or runs again).
+  std::vector<SimTime> start_t_, end_t_, giveup_t_;
+  std::vector<uint8_t> evicted_;
+  std::vector<size_t> evicted_now_;  // victims of the last TryPreempt, waiting to be retried
+  std::vector<size_t> requeue_;      // victims not placed again at once: join queue_
+  bool preemption_ = false;
 };
 
 Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
@@ -409,6 +423,10 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   placing_t_ = t;
   auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &p);
   if (!placed.ok()) return placed.status();
+  if (!*placed && preemption_) {
+    placed = TryPreempt(wi, t, &p);
+    if (!placed.ok()) return placed.status();
+  }
   for (const MigReconfig& r : p.reconfigs) {
     if (m_.reconfiguration_reasons.size() < kMaxReasons)
       m_.reconfiguration_reasons.push_back(r.reason);
@@ -433,11 +451,80 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
       return Internal(m_.strategy + ": a placed slice is missing from the ledger");
   }
   state_[wi] = State::kRunning;
-  waits_.push_back(static_cast<double>(t - w.arrival_s));
-  events_.push(Event{t + w.duration_s, kDeparture, wi});
+  if (!evicted_[wi]) waits_.push_back(static_cast<double>(t - w.arrival_s));
+  start_t_[wi] = t;
+  end_t_[wi] = t + w.duration_s;
+  events_.push(Event{end_t_[wi], kDeparture, wi});
   Record(wi, p);
   parts_[wi] = std::move(p.parts);
   running_.insert(wi);
+  // The victims of this placement try again at once, in id order, then wait.
+  std::vector<size_t> victims;
+  victims.swap(evicted_now_);
+  for (size_t v : victims) {
+    auto again = TryPlace(v, t);
+    if (!again.ok()) return again.status();
+    if (!*again) requeue_.push_back(v);
+  }
+  return true;
+}
+
+Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
+  const SharingWorkload& w = w_[wi];
+  if (w.demand.whole_gpus < 1) return false;
+  const int priority = s_.classes[w.cls].priority;
+  std::map<WorkloadId, EvictionCandidate> candidates;
+  for (size_t o : running_) {
+    if (s_.classes[w_[o].cls].priority >= priority || parts_[o].empty()) continue;
+    // Lost GPU-seconds: the GPU share held (whole GPUs, or peak memory over GPU memory) times
+    // the time run so far.
+    const SliceAssignment& a = parts_[o].front().a;
+    const SliceDemand& d = w_[o].demand;
+    const double share = d.whole_gpus > 0
+                             ? d.whole_gpus
+                             : static_cast<double>(d.memory_mib) /
+                                   static_cast<double>(std::max<int64_t>(
+                                       1, c_.gpu(a.node, std::countr_zero(a.gpus)).memory_mib));
+    for (size_t i = 0; i < parts_[o].size(); ++i) {
+      EvictionCandidate& c = candidates[parts_[o][i].ledger_id];
+      if (i > 0) continue;
+      c.cost = share * static_cast<double>(t - start_t_[o]);
+      c.cpu = d.cpu;
+      c.host_memory = d.host_memory;
+    }
+  }
+  const auto plan = PlanEviction(c_, w.demand, candidates, nullptr);
+  if (!plan) return false;
+  std::set<size_t> victims;
+  for (WorkloadId id : plan->victims)
+    victims.insert(static_cast<size_t>(id / kPartsPerWorkload - 1));
+  const ClusterState saved = c_;
+  for (size_t v : victims) {
+    for (const Part& part : parts_[v]) {
+      Status st = c_.Release(part.ledger_id);
+      if (!st.ok()) return Internal(m_.strategy + ": eviction failed: " + st.message());
+    }
+  }
+  Placement q;
+  auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &q);
+  if (!placed.ok()) return placed.status();
+  if (!*placed) {
+    c_ = saved;
+    return false;
+  }
+  for (size_t v : victims) {
+    TESSERA_RETURN_IF_ERROR(Release(v, /*ledger=*/false));
+    state_[v] = State::kQueued;
+    evicted_[v] = 1;
+    ++m_.preemptions;
+    --m_.placed;
+    --m_.placed_by_class[w_[v].cls];
+    m_.placed_workloads[v] = 0;
+    giveup_t_[v] = t + w_[v].patience_s;
+    events_.push(Event{giveup_t_[v], kGiveUp, v});
+    evicted_now_.push_back(v);
+  }
+  *p = std::move(q);
   return true;
 }
 
@@ -448,7 +535,7 @@ void Simulation::Record(size_t wi, const Placement& p) {
   ++m_.placed_by_class[w.cls];
   m_.placed_workloads[wi] = 1;
   const SliceKind first = p.parts.front().a.kind;
-  {
+  if (m_.placement_of[wi].empty()) {
     const SliceAssignment& a = p.parts.front().a;
     std::string gpus;
     for (int g = 0; g < c_.gpu_count(a.node); ++g)
@@ -508,10 +595,12 @@ void Simulation::Record(size_t wi, const Placement& p) {
   if (violates) ++m_.isolation_violations;
 }
 
-Status Simulation::Release(size_t wi) {
+Status Simulation::Release(size_t wi, bool ledger) {
   for (const Part& part : parts_[wi]) {
-    Status st = c_.Release(part.ledger_id);
-    if (!st.ok()) return Internal(m_.strategy + ": release failed: " + st.message());
+    if (ledger) {
+      Status st = c_.Release(part.ledger_id);
+      if (!st.ok()) return Internal(m_.strategy + ": release failed: " + st.message());
+    }
     const SliceAssignment& a = part.a;
     Occupy(a, -1);
     for (int g = 0; g < c_.gpu_count(a.node); ++g) {
@@ -557,6 +646,10 @@ Result<SharingMetrics> Simulation::Run() {
   m_.placed_by_class.assign(s_.classes.size(), 0);
   m_.placed_workloads.assign(w_.size(), 0);
   m_.placement_of.assign(w_.size(), "");
+  start_t_.assign(w_.size(), -1);
+  end_t_.assign(w_.size(), -1);
+  giveup_t_.assign(w_.size(), -1);
+  evicted_.assign(w_.size(), 0);
   const int64_t initial_reconfigs = c_.reconfigurations();
   for (size_t i = 0; i < w_.size(); ++i) {
     if (w_[i].arrival_s < s_.horizon_s) events_.push(Event{w_[i].arrival_s, kArrival, i});
@@ -568,6 +661,7 @@ Result<SharingMetrics> Simulation::Run() {
     Advance(e.t);
     const SharingWorkload& w = w_[e.w];
     if (e.type == kDeparture) {
+      if (state_[e.w] != State::kRunning || end_t_[e.w] != e.t) continue;  // evicted since
       TESSERA_RETURN_IF_ERROR(Release(e.w));
       const bool more =
           !events_.empty() && events_.top().t == e.t && events_.top().type == kDeparture;
@@ -582,7 +676,7 @@ Result<SharingMetrics> Simulation::Run() {
         queue_ = std::move(still);
       }
     } else if (e.type == kGiveUp) {
-      if (state_[e.w] == State::kQueued) {
+      if (state_[e.w] == State::kQueued && giveup_t_[e.w] == e.t) {
         state_[e.w] = State::kAbandoned;
         strategy_.GaveUp((e.w + 1) * kPartsPerWorkload);
       }
@@ -594,9 +688,12 @@ Result<SharingMetrics> Simulation::Run() {
       if (!*placed) {
         state_[e.w] = State::kQueued;
         queue_.push_back(e.w);
-        events_.push(Event{e.t + w.patience_s, kGiveUp, e.w});
+        giveup_t_[e.w] = e.t + w.patience_s;
+        events_.push(Event{giveup_t_[e.w], kGiveUp, e.w});
       }
     }
+    queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
+    requeue_.clear();
     if (++processed % kInvariantEvery == 0) {
       Status st = c_.CheckInvariants();
       if (!st.ok()) return Internal(m_.strategy + ": ledger invariant broken: " + st.message());
@@ -616,9 +713,11 @@ Result<SharingMetrics> Simulation::Run() {
       if (c_.gpu_count(n) > 0 && MigGeometryFor(c_.spec(n).model))
         m_.mig_parted_configs[c_.spec(n).name] = MigPartedConfig(c_, n, m_.strategy);
   }
-  for (State s : state_) {
-    if (s == State::kAbandoned) ++m_.abandoned;
-    if (s == State::kQueued) ++m_.never_placed;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    if (state_[i] == State::kAbandoned) ++m_.abandoned;
+    if (state_[i] == State::kQueued) ++m_.never_placed;
+    if (evicted_[i] && (state_[i] == State::kAbandoned || state_[i] == State::kQueued))
+      ++m_.preempted_not_replaced;
   }
   m_.p50_wait_s = Quantile(waits_, 0.50);
   m_.p95_wait_s = Quantile(waits_, 0.95);
@@ -642,6 +741,12 @@ std::string Fixed(double v, int digits) {
 }
 
 }  // namespace
+
+bool SharingPreemption(const SharingScenario& s) {
+  for (const SharingClass& c : s.classes)
+    if (c.priority != s.classes.front().priority) return true;
+  return false;
+}
 
 const std::vector<std::string>& SharingStrategyNames() {
   static const std::vector<std::string> kNames = {"exclusive", "static-mig", "timeslice", "mps",
@@ -739,6 +844,11 @@ std::string SharingTable(const SharingScenario& scenario, uint64_t seed,
   row("  free instances destroyed",
       [&](const SharingMetrics& m) { return count(m.mig_instances_destroyed); });
   row("disturbed", [&](const SharingMetrics& m) { return count(m.disturbed); });
+  if (SharingPreemption(scenario)) {
+    row("preempted", [&](const SharingMetrics& m) { return count(m.preemptions); });
+    row("  never placed again",
+        [&](const SharingMetrics& m) { return count(m.preempted_not_replaced); });
+  }
   for (size_t c = 0; c < scenario.classes.size(); ++c) {
     row("placed " + scenario.classes[c].name, [&](const SharingMetrics& m) {
       return c < m.placed_by_class.size()
@@ -794,6 +904,8 @@ std::string SharingJson(const SharingScenario& scenario, uint64_t seed,
     o["mig_disabled"] = m.mig_disabled;
     o["mig_relayouts"] = m.mig_relayouts;
     o["mig_instances_destroyed"] = m.mig_instances_destroyed;
+    o["preemptions"] = m.preemptions;
+    o["preempted_not_replaced"] = m.preempted_not_replaced;
     ordered_json by_class = ordered_json::object();
     for (size_t c = 0; c < scenario.classes.size() && c < m.placed_by_class.size(); ++c)
       by_class[scenario.classes[c].name] = {{"arrived", m.arrived_by_class[c]},

@@ -85,6 +85,11 @@ struct SharingMetrics {
   int64_t mig_disabled = 0;
   int64_t mig_relayouts = 0;
   int64_t mig_instances_destroyed = 0;
+  // Preemption (docs/SHARING.md, "Preemption"): workloads evicted for one of higher priority,
+  // and how many of them never ran again. An evicted workload waits again with its full
+  // patience and, once placed again, runs its whole duration; `placed` counts it only then.
+  int64_t preemptions = 0;
+  int64_t preempted_not_replaced = 0;
   std::vector<int64_t> arrived_by_class;  // indexed like SharingScenario::classes
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // SliceKindName of the first slice
@@ -104,6 +109,9 @@ struct SharingMetrics {
   std::vector<std::string> mig_diff_log;
   std::map<std::string, std::string> mig_parted_configs;
 };
+
+// Whether the scenario's classes differ in priority, so that workloads may preempt.
+bool SharingPreemption(const SharingScenario& s);
 
 Result<SharingMetrics> SimulateSharing(const SharingScenario& scenario,
                                        const std::vector<SharingWorkload>& workloads,

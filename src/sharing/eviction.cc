@@ -1,0 +1,91 @@
+#include "sharing/eviction.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace tessera {
+
+std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const SliceDemand& d,
+                                         const std::map<WorkloadId, EvictionCandidate>& candidates,
+                                         const std::vector<uint8_t>* allowed) {
+  const int need = d.whole_gpus;
+  if (need < 1 || candidates.empty()) return std::nullopt;
+  std::optional<EvictionPlan> best;
+  for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
+    if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
+    const int count = cluster.gpu_count(n);
+    const GpuModelId m = cluster.spec(n).model;
+    if (count < need || m == kNoGpuModel) continue;
+    if (d.models != 0 && !(m < 64 && ((d.models >> m) & 1))) continue;
+    if (d.cpu.v > cluster.spec(n).cpu.v || d.host_memory.v > cluster.spec(n).memory.v) continue;
+    struct Gpu {
+      double cost;
+      size_t victims;
+      int g;
+    };
+    std::vector<Gpu> clearable;
+    std::vector<std::vector<WorkloadId>> on(count);
+    for (int g = 0; g < count; ++g) {
+      if (cluster.gpu(n, g).memory_mib < d.memory_mib) continue;
+      on[g] = cluster.OnGpu(n, g);
+      double cost = 0;
+      bool ok = true;
+      for (WorkloadId id : on[g]) {
+        auto it = candidates.find(id);
+        if (it == candidates.end()) {
+          ok = false;
+          break;
+        }
+        cost += it->second.cost;
+      }
+      if (ok) clearable.push_back({cost, on[g].size(), g});
+    }
+    if (static_cast<int>(clearable.size()) < need) continue;
+    std::sort(clearable.begin(), clearable.end(), [](const Gpu& a, const Gpu& b) {
+      return std::tie(a.victims, a.cost, a.g) < std::tie(b.victims, b.cost, b.g);
+    });
+    EvictionPlan plan;
+    plan.node = n;
+    std::set<WorkloadId> victims;
+    for (int i = 0; i < need; ++i) {
+      plan.gpus |= GpuMask{1} << clearable[i].g;
+      victims.insert(on[clearable[i].g].begin(), on[clearable[i].g].end());
+    }
+    int64_t cpu = cluster.free_cpu(n), mem = cluster.free_host_memory(n);
+    for (WorkloadId id : victims) {
+      cpu += candidates.at(id).cpu.v;
+      mem += candidates.at(id).host_memory.v;
+    }
+    if (cpu < d.cpu.v || mem < d.host_memory.v) {
+      // Host room: the node's other candidates, cheapest first.
+      std::vector<std::pair<double, WorkloadId>> more;  // each adds one victim: cheapest first
+      for (int g = 0; g < count; ++g) {
+        if (on[g].empty() && cluster.gpu(n, g).memory_mib < d.memory_mib)
+          on[g] = cluster.OnGpu(n, g);
+        for (WorkloadId id : on[g]) {
+          auto it = candidates.find(id);
+          if (it != candidates.end() && !victims.count(id)) more.push_back({it->second.cost, id});
+        }
+      }
+      std::sort(more.begin(), more.end());
+      more.erase(std::unique(more.begin(), more.end()), more.end());
+      for (const auto& [c, id] : more) {
+        if (cpu >= d.cpu.v && mem >= d.host_memory.v) break;
+        victims.insert(id);
+        cpu += candidates.at(id).cpu.v;
+        mem += candidates.at(id).host_memory.v;
+      }
+      if (cpu < d.cpu.v || mem < d.host_memory.v) continue;
+    }
+    if (victims.empty()) continue;
+    for (WorkloadId id : victims) plan.cost += candidates.at(id).cost;
+    plan.victims.assign(victims.begin(), victims.end());
+    if (!best || std::make_pair(plan.victims.size(), plan.cost) <
+                     std::make_pair(best->victims.size(), best->cost))
+      best = std::move(plan);
+  }
+  return best;
+}
+
+}  // namespace tessera

@@ -1,0 +1,47 @@
+// PlanEviction: which running workloads to evict so that a demand for whole GPUs fits on one
+// node. Used when a workload of higher priority does not fit (docs/SHARING.md, "Preemption").
+//
+// Contract:
+//   * Pure: reads the ledger, changes nothing. Deterministic.
+//   * Only `candidates` may be evicted; the caller decides which running workloads are
+//     candidates (e.g. strictly lower priority) and what evicting each costs.
+//   * Nodes considered: allowed (null = all), of a model the demand allows, with at least
+//     `whole_gpus` GPUs of at least the demand's peak memory.
+//   * On a node, a GPU can be cleared when every workload on it is a candidate. The plan
+//     clears the `whole_gpus` clearable GPUs whose workloads cost least (a GPU already empty
+//     costs nothing). If the node's host CPU or memory would still fall short, it also evicts
+//     the node's other candidates, cheapest first, until they suffice.
+//   * The plan of least total cost wins; ties go to fewer victims, then the lower node index.
+//     Plans that evict nothing are not returned: the caller asks only after the demand failed
+//     to fit, so something this model does not see blocks that node.
+//   * Victims are listed in id order; nullopt when no node can be cleared.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_state.h"
+
+namespace tessera {
+
+struct EvictionCandidate {
+  double cost = 0;  // what evicting it loses, e.g. GPU-seconds of progress; >= 0
+  MilliCpu cpu;     // host resources it holds on its node
+  MiB host_memory;
+};
+
+struct EvictionPlan {
+  NodeIdx node = 0;
+  GpuMask gpus = 0;  // the GPUs cleared for the demand
+  std::vector<WorkloadId> victims;
+  double cost = 0;
+};
+
+// Demands that are not for whole GPUs (whole_gpus < 1) get nullopt.
+std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const SliceDemand& d,
+                                         const std::map<WorkloadId, EvictionCandidate>& candidates,
+                                         const std::vector<uint8_t>* allowed);
+
+}  // namespace tessera
