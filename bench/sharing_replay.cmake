@@ -13,10 +13,10 @@ if(TESSERA_BUILD_TESTS)
                    --require-identical-placements --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)
   set_tests_properties(sharing_replay_small PROPERTIES LABELS unit TIMEOUT 120)
-  # A day of the mixed scenario (with multi-GPU training) and of every class but training: the
-  # scheduler places every workload as `sim sharing` does, at the same time, on the same GPUs,
-  # as the same kind of slice.
-  foreach(scenario mixed no-training)
+  # A day of the mixed scenario (with multi-GPU training), of the same with training at a higher
+  # priority (preemption), and of every class but training: the scheduler places every workload
+  # as `sim sharing` does, at the same time, on the same GPUs, as the same kind of slice.
+  foreach(scenario mixed mixed-priority no-training)
     add_test(NAME sharing_replay_${scenario}
              COMMAND tessera-bench-sharing-replay --require-same-placements
                      --require-identical-placements --scenario

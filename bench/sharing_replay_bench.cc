@@ -63,7 +63,9 @@ std::string PodName(WorkloadId id) {
   return "w" + std::to_string(id);
 }
 
-Json PodJson(const SharingWorkload& w, const std::string& node = "",
+// `priority` is the class's (spec.priority, as a PriorityClass would set it); `generation` > 0
+// names a pod recreated after an eviction (a new uid, as its controller would create).
+Json PodJson(const SharingWorkload& w, int priority, int generation, const std::string& node = "",
              const std::map<std::string, std::string>& extra = {}) {
   const SliceDemand& d = w.demand;
   Json ann = Json::object();
@@ -93,13 +95,13 @@ Json PodJson(const SharingWorkload& w, const std::string& node = "",
                                  {{"cpu", std::to_string(d.cpu.value()) + "m"},
                                   {"memory", std::to_string(d.host_memory.value()) + "Mi"}}}}}}})}};
   if (!node.empty()) spec["nodeName"] = node;
+  if (priority != 0) spec["priority"] = priority;
+  const std::string uid =
+      "uid-" + std::to_string(w.id) + (generation > 0 ? "-" + std::to_string(generation) : "");
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
-           {{"name", PodName(w.id)},
-            {"namespace", "replay"},
-            {"uid", "uid-" + std::to_string(w.id)},
-            {"annotations", ann}}},
+           {{"name", PodName(w.id)}, {"namespace", "replay"}, {"uid", uid}, {"annotations", ann}}},
           {"spec", spec},
           {"status", {{"phase", node.empty() ? "Pending" : "Running"}}}};
 }
@@ -114,7 +116,10 @@ double Quantile(std::vector<double> v, double q) {
 }
 
 struct ReplayResult {
+  // evicted: preemptions; an evicted workload is recreated and counts as placed again only
+  // once bound again (evicted_not_replaced: never bound again).
   int64_t workloads = 0, placed = 0, abandoned = 0, never_placed = 0, evicted = 0;
+  int64_t evicted_not_replaced = 0;
   int64_t relayouts = 0, cycles = 0, violations = 0;
   double p50_wait_s = 0, p95_wait_s = 0;
   std::vector<int64_t> placed_by_class;
@@ -146,7 +151,14 @@ std::string NoticeKey(const std::string& msg) {
 class Replay {
  public:
   Replay(const SharingScenario& s, const std::vector<SharingWorkload>& w, SchedulerCore& core)
-      : s_(s), w_(w), core_(core), state_(w.size(), kFuture), bound_node_(w.size()) {
+      : s_(s),
+        w_(w),
+        core_(core),
+        state_(w.size(), kFuture),
+        bound_node_(w.size()),
+        wait_from_(w.size(), 0),
+        end_t_(w.size(), -1),
+        generation_(w.size(), 0) {
     r_.workloads = static_cast<int64_t>(w.size());
     r_.placed_by_class.assign(s.classes.size(), 0);
     r_.placed_workloads.assign(w.size(), 0);
@@ -174,22 +186,23 @@ class Replay {
       // Departures; the scheduler only cycles when something changed.
       bool departed = false;
       for (auto it = departures_.begin(); it != departures_.end() && it->first <= t;) {
-        departed = Depart(it->second) || departed;
+        if (end_t_[it->second] == it->first) departed = Depart(it->second) || departed;
         it = departures_.erase(it);
       }
       if (departed) Changed(t, times);
       // Give-ups.
       for (size_t i = 0; i < w_.size(); ++i) {
-        if (state_[i] != kPending || w_[i].arrival_s + w_[i].patience_s > t) continue;
+        if (state_[i] != kPending || wait_from_[i] + w_[i].patience_s > t) continue;
         state_[i] = kAbandoned;
-        core_.DeletePod(PodJson(w_[i]));
+        core_.DeletePod(Pod(i));
       }
       // Arrivals.
       bool arrived = false;
       while (next_arrival < w_.size() && w_[next_arrival].arrival_s == t) {
         const SharingWorkload& w = w_[next_arrival];
         state_[next_arrival] = kPending;
-        core_.UpsertPod(PodJson(w));
+        wait_from_[next_arrival] = w.arrival_s;
+        core_.UpsertPod(Pod(next_arrival));
         times.insert(w.arrival_s + w.patience_s);
         ++next_arrival;
         arrived = true;
@@ -206,20 +219,29 @@ class Replay {
                      static_cast<long long>(r_.placed));
       }
     }
-    for (int st : state_) {
-      if (st == kAbandoned) ++r_.abandoned;
-      if (st == kPending) ++r_.never_placed;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      if (state_[i] == kAbandoned) ++r_.abandoned;
+      if (state_[i] == kPending) ++r_.never_placed;
+      if (generation_[i] > 0 && (state_[i] == kAbandoned || state_[i] == kPending))
+        ++r_.evicted_not_replaced;
     }
     r_.p50_wait_s = Quantile(waits_, 0.50);
     r_.p95_wait_s = Quantile(waits_, 0.95);
     r_.relayouts = core_.stats().relayouts_applied;
-    if (r_.placed + r_.abandoned + r_.never_placed + r_.evicted != r_.workloads)
-      Violation("counts inconsistent: placed + abandoned + never placed + evicted != workloads");
+    int64_t running_or_done = 0;
+    for (int st : state_) running_or_done += st == kRunning || st == kDone;
+    if (r_.placed != running_or_done || r_.placed + r_.abandoned + r_.never_placed != r_.workloads)
+      Violation("counts inconsistent: placed + abandoned + never placed != workloads");
     return r_;
   }
 
  private:
-  enum State { kFuture, kPending, kRunning, kDone, kAbandoned, kEvicted };
+  enum State { kFuture, kPending, kRunning, kDone, kAbandoned };
+
+  Json Pod(size_t i, const std::string& node = "",
+           const std::map<std::string, std::string>& extra = {}) const {
+    return PodJson(w_[i], s_.classes[w_[i].cls].priority, generation_[i], node, extra);
+  }
   SimTime now_ = 0;  // the time of the bind being recorded
 
   void Violation(const std::string& what) {
@@ -265,17 +287,27 @@ class Replay {
       }
       for (const BindAction& b : out.binds) Bind(b, t, times);
       for (const PodNotice& n : out.notices) ++r_.notices[NoticeKey(n.message)];
+      // An evicted pod is deleted; its controller creates it again at once (a new uid), and
+      // it waits with its full patience. Recreated in workload order.
+      std::set<size_t> evicted;
       for (const EvictAction& e : out.evictions) {
         const size_t i = Index(e.name);
-        if (state_[i] == kRunning) {
-          Release(i);
-          ++r_.evicted;
-          --r_.placed;
-          --r_.placed_by_class[w_[i].cls];
-          r_.placed_workloads[i] = 0;
-        }
-        state_[i] = kEvicted;
-        core_.DeletePod(PodJson(w_[i]));
+        if (state_[i] != kRunning) continue;
+        Release(i);
+        ++r_.evicted;
+        --r_.placed;
+        --r_.placed_by_class[w_[i].cls];
+        r_.placed_workloads[i] = 0;
+        core_.DeletePod(Pod(i, bound_node_[i]));
+        evicted.insert(i);
+      }
+      for (size_t i : evicted) {
+        state_[i] = kPending;
+        ++generation_[i];
+        wait_from_[i] = t;
+        end_t_[i] = -1;
+        core_.UpsertPod(Pod(i));
+        times.insert(t + w_[i].patience_s);
       }
       for (const LayoutAction& l : out.layouts)
         if (!core_.LayoutReported(l.node, l.gpu, l.revision, true, ""))
@@ -310,9 +342,10 @@ class Replay {
     ++r_.placed;
     ++r_.placed_by_class[w.cls];
     r_.placed_workloads[i] = 1;
-    waits_.push_back(static_cast<double>(t - w.arrival_s));
-    core_.UpsertPod(PodJson(w, b.node, b.annotations));
-    departures_.emplace(t + w.duration_s, i);
+    if (generation_[i] == 0) waits_.push_back(static_cast<double>(t - w.arrival_s));
+    core_.UpsertPod(Pod(i, b.node, b.annotations));
+    end_t_[i] = t + w.duration_s;
+    departures_.emplace(end_t_[i], i);
     times.insert(t + w.duration_s);
   }
 
@@ -385,7 +418,7 @@ class Replay {
     if (state_[i] != kRunning) return false;
     Release(i);
     state_[i] = kDone;
-    core_.DeletePod(PodJson(w_[i], bound_node_[i]));
+    core_.DeletePod(Pod(i, bound_node_[i]));
     return true;
   }
 
@@ -394,6 +427,9 @@ class Replay {
   SchedulerCore& core_;
   std::vector<int> state_;
   std::vector<std::string> bound_node_;
+  std::vector<SimTime> wait_from_;  // when the current wait began (arrival or eviction)
+  std::vector<SimTime> end_t_;      // when the current run ends (-1: not running)
+  std::vector<int> generation_;     // times evicted and recreated
   std::multimap<SimTime, size_t> departures_;
   std::vector<double> waits_;
   std::set<std::string> held_;       // MIG instances and whole GPUs in use
@@ -451,7 +487,8 @@ int Main(int argc, char** argv) {
                "the same node and GPUs, as the same kind of slice");
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
-               "exit with status 1 unless both paths placed exactly the same workloads");
+               "exit with status 1 unless both paths placed exactly the same workloads (and "
+               "preempted as many)");
   CLI11_PARSE(app, argc, argv);
 
   auto scenario = ReadSharingScenario(scenario_path);
@@ -525,6 +562,8 @@ int Main(int argc, char** argv) {
   row("training placed (multi-GPU)", num(sim_training), num(replay_training));
   row("abandoned", num(sim->abandoned), num(r.abandoned));
   row("never placed", num(sim->never_placed), num(r.never_placed));
+  row("preempted", num(sim->preemptions), num(r.evicted));
+  row("  never placed again", num(sim->preempted_not_replaced), num(r.evicted_not_replaced));
   row("MIG reconfigurations", num(sim->reconfigurations), num(r.relayouts));
   row("wait p50 s", num(sim->p50_wait_s), num(r.p50_wait_s));
   row("wait p95 s", num(sim->p95_wait_s), num(r.p95_wait_s));
@@ -593,6 +632,9 @@ int Main(int argc, char** argv) {
               {"placed_only_by_sim", only_sim},
               {"placed_only_by_scheduler", only_replay},
               {"evicted", r.evicted},
+              {"evicted_not_replaced", r.evicted_not_replaced},
+              {"sim_preemptions", sim->preemptions},
+              {"sim_preempted_not_replaced", sim->preempted_not_replaced},
               {"cycles", r.cycles},
               {"violations", r.violations},
               {"unsettled", r.unsettled},
@@ -606,6 +648,12 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
       return 2;
     }
+  }
+  if (require_same && sim->preemptions != r.evicted) {
+    std::fprintf(stderr,
+                 "the paths preempted differently: %lld by the sim, %lld by the scheduler\n",
+                 static_cast<long long>(sim->preemptions), static_cast<long long>(r.evicted));
+    return 1;
   }
   if (require_same && (only_sim != 0 || only_replay != 0)) {
     std::fprintf(stderr,

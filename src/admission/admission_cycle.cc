@@ -627,7 +627,15 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       }
     }
     j.ready_slice.reset();
-    // A job that waits for a re-layout fits once the layout is made: it does not preempt.
+    // A job that waits for a re-layout fits once the layout is made: it does not preempt. A
+    // whole-GPU slice job may preempt and then wait for the layout of the GPUs it cleared.
+    if (!admitted && j.relayouts.empty() && config_.preemption &&
+        preemption_attempts < config_.max_preemption_attempts_per_cycle) {
+      ++preemption_attempts;
+      for (size_t f = 0; f < queues_[best].flavors.size() && !admitted && j.relayouts.empty(); ++f)
+        admitted = im.Preempt(state, j, static_cast<int>(f), now, flavor_placement_failed[f], out);
+      if (admitted || !j.relayouts.empty()) std::fill(dirty.begin(), dirty.end(), true);
+    }
     const bool waits_for_layout = !admitted && !j.relayouts.empty() && j.spec.slice &&
                                   j.relayouts.front().node < state.num_nodes();
     if (waits_for_layout) {
@@ -679,13 +687,6 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
       }
     }
     j.relayouts.clear();
-    if (!admitted && !waits_for_layout && config_.preemption &&
-        preemption_attempts < config_.max_preemption_attempts_per_cycle) {
-      ++preemption_attempts;
-      for (size_t f = 0; f < queues_[best].flavors.size() && !admitted; ++f)
-        admitted = im.Preempt(state, j, static_cast<int>(f), now, flavor_placement_failed[f], out);
-      if (admitted) std::fill(dirty.begin(), dirty.end(), true);
-    }
     if (admitted) {
       out.admitted.push_back(j.spec.id);
       continue;

@@ -3,6 +3,8 @@
 
 #include <bit>
 
+#include "sharing/eviction.h"
+
 namespace tessera {
 
 bool Admission::Impl::Newer(const JobSpec& v, const JobSpec& j) {
@@ -15,7 +17,7 @@ bool Admission::Impl::Preempt(ClusterState& state, Job& j, int f, double now, bo
   failure_cache = false;
   const bool admitted = PreemptImpl(state, j, f, now, placement_failed, out);
   failure_cache = cache;
-  if (admitted) failures.clear();  // capacity was freed
+  if (admitted || !j.relayouts.empty()) failures.clear();  // capacity was freed
   return admitted;
 }
 
@@ -76,7 +78,11 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     if (a.start != b.start) return a.start > b.start;
     return a.id < b.id;
   };
-  const size_t limit = static_cast<size_t>(self->config_.max_victims_per_attempt);
+  // One pod of whole GPUs in the sharing path: the victims are PlanEviction's over every
+  // candidate (sharing/eviction.h), the rule the sharing simulation follows too.
+  const bool whole_slice = j.spec.slice && j.spec.slice->whole_gpus >= 1 && j.spec.pods == 1;
+  const size_t limit =
+      whole_slice ? cands.size() : static_cast<size_t>(self->config_.max_victims_per_attempt);
   if (cands.size() > limit) {
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(limit),
                       cands.end(), cheaper);
@@ -217,52 +223,97 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     running[j.queue].erase(j.spec.id);
     return true;
   };
-  size_t k = 0;
-  bool ok = false;
-  for (; k < cands.size(); ++k) {
-    evict(cands[k].id);
-    if (fits()) {
-      ok = true;
-      break;
+  auto mark_victims = [&](const std::vector<Saved>& victims) {
+    for (const Saved& s : victims) {
+      Job& v = jobs.at(s.id);
+      v.st = JobState::kPending;
+      v.start = -1;
+      v.waiting_since = now;
+      ++qs[v.queue].pending;
+      const bool reclaim =
+          v.queue != j.queue;  // within-queue preemption needs a strictly higher priority
+      v.why = reclaim ? "preempted: " + Q(j.queue).name + " reclaimed its lent quota of " +
+                            Q(j.queue).flavors[f].name + " for " + j.spec.name
+              : v.spec.priority < j.spec.priority
+                  ? "preempted by " + j.spec.name + " (priority " +
+                        std::to_string(j.spec.priority) + " > " + std::to_string(v.spec.priority) +
+                        ")"
+                  : "preempted by " + j.spec.name + " (same priority " +
+                        std::to_string(j.spec.priority) + ", arrived earlier)";
+      v.why_reason = PendingReason::kOther;
+      out.preempted.push_back({s.id, j.spec.id, v.why});
     }
-  }
-  if (!ok) {
+  };
+  std::vector<Saved> victims;
+  if (whole_slice) {
+    std::map<WorkloadId, EvictionCandidate> pods;
+    std::map<WorkloadId, WorkloadId> job_of;  // pod -> job
+    for (const Cand& c : cands) {
+      const Job& v = *c.job;
+      for (WorkloadId pod : v.pods) {
+        const SliceAssignment* a = state.Find(pod);
+        if (!a) continue;
+        EvictionCandidate& e = pods[pod];
+        e.cost = HeldGpuShare(state, *a) * (now - v.start);
+        e.cpu = v.spec.pod.cpu;
+        e.host_memory = v.spec.pod.memory;
+        job_of[pod] = c.id;
+      }
+    }
+    std::vector<uint8_t> allowed(state.num_nodes(), 0);
+    for (NodeIdx n = 0; n < state.num_nodes(); ++n) allowed[n] = node_allowed(n) ? 1 : 0;
+    SliceDemand sd = *j.spec.slice;
+    sd.models = fd.models;
+    const auto plan = PlanEviction(state, sd, pods, &allowed);
+    if (!plan) return false;
+    std::set<WorkloadId> chosen;
+    for (WorkloadId pod : plan->victims) chosen.insert(job_of.at(pod));
+    for (WorkloadId id : chosen) evict(id);
+    bool pf = false;
+    j.relayouts.clear();
+    if (TryAdmit(state, j, f, now, &pf)) {
+      mark_victims(taken);
+      return true;
+    }
+    // The cleared GPUs may need a MIG re-layout first (MIG off for whole GPUs): the victims
+    // stay evicted and the job waits for the layout, which the caller proposes.
+    if (!j.relayouts.empty() && j.relayouts.front().node == plan->node) {
+      mark_victims(taken);
+      return false;
+    }
+    j.relayouts.clear();
     for (auto it = taken.rbegin(); it != taken.rend(); ++it) restore(*it);
     return false;
-  }
-  // Drop victims that are not needed, latest first (the last one is needed by construction).
-  std::vector<Saved> victims;
-  victims.push_back(taken.back());
-  for (int i = static_cast<int>(taken.size()) - 2; i >= 0; --i) {
-    restore(taken[i]);
-    if (fits()) continue;  // not needed
-    Job& v = jobs.at(taken[i].id);
-    Release(state, v);
-    victims.push_back(taken[i]);
+  } else {
+    size_t k = 0;
+    bool ok = false;
+    for (; k < cands.size(); ++k) {
+      evict(cands[k].id);
+      if (fits()) {
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) {
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) restore(*it);
+      return false;
+    }
+    // Drop victims that are not needed, latest first (the last one is needed by construction).
+    victims.push_back(taken.back());
+    for (int i = static_cast<int>(taken.size()) - 2; i >= 0; --i) {
+      restore(taken[i]);
+      if (fits()) continue;  // not needed
+      Job& v = jobs.at(taken[i].id);
+      Release(state, v);
+      victims.push_back(taken[i]);
+    }
   }
   bool pf = false;
   if (!TryAdmit(state, j, f, now, &pf)) {
     for (auto it = victims.rbegin(); it != victims.rend(); ++it) restore(*it);
     return false;
   }
-  for (const Saved& s : victims) {
-    Job& v = jobs.at(s.id);
-    v.st = JobState::kPending;
-    v.start = -1;
-    v.waiting_since = now;
-    ++qs[v.queue].pending;
-    const bool reclaim =
-        v.queue != j.queue;  // within-queue preemption needs a strictly higher priority
-    v.why = reclaim ? "preempted: " + Q(j.queue).name + " reclaimed its lent quota of " +
-                          Q(j.queue).flavors[f].name + " for " + j.spec.name
-            : v.spec.priority < j.spec.priority
-                ? "preempted by " + j.spec.name + " (priority " + std::to_string(j.spec.priority) +
-                      " > " + std::to_string(v.spec.priority) + ")"
-                : "preempted by " + j.spec.name + " (same priority " +
-                      std::to_string(j.spec.priority) + ", arrived earlier)";
-    v.why_reason = PendingReason::kOther;
-    out.preempted.push_back({s.id, j.spec.id, v.why});
-  }
+  mark_victims(victims);
   return true;
 }
 

@@ -67,6 +67,11 @@ class SharingAllocator {
   // Places `d` as `id`; a multi-GPU demand that does not fit may reserve a node (see
   // SharingConfig::max_reserved_nodes). Calling Place again with the same id retries it.
   PlaceOutcome Place(ClusterState& cluster, WorkloadId id, const SliceDemand& d);
+  // Nodes `id` may use: those not reserved for another workload; null when that is every node.
+  // Valid until the next call on this allocator.
+  const std::vector<uint8_t>* NodesFor(const ClusterState& cluster, WorkloadId id) {
+    return Allowed(cluster, id, Scope::kAll);
+  }
   // The workload will not be retried (it gave up): its reservation ends.
   void Forget(WorkloadId id) { reserved_.erase(id); }
   size_t reserved_nodes() const { return reserved_.size(); }

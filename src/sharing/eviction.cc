@@ -1,10 +1,32 @@
 #include "sharing/eviction.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 #include <tuple>
 
 namespace tessera {
+
+double HeldGpuShare(const ClusterState& cluster, const SliceAssignment& a) {
+  if (a.gpus == 0) return 0;
+  const GpuSlices& gpu = cluster.gpu(a.node, std::countr_zero(a.gpus));
+  const double memory = static_cast<double>(std::max<int64_t>(1, gpu.memory_mib));
+  switch (a.kind) {
+    case SliceKind::kExclusive:
+      return std::popcount(a.gpus);
+    case SliceKind::kShare:
+      return a.gpu_milli / 1000.0;
+    case SliceKind::kMig: {
+      const MigSlot* slot = gpu.Instance(a.mig_start);
+      return slot ? static_cast<double>(slot->memory_mib) / memory : 0;
+    }
+    case SliceKind::kMps:
+    case SliceKind::kMigMps:
+    case SliceKind::kTimeSlice:
+      return static_cast<double>(a.memory_mib) / memory;
+  }
+  return 0;
+}
 
 std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const SliceDemand& d,
                                          const std::map<WorkloadId, EvictionCandidate>& candidates,

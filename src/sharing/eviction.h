@@ -39,6 +39,12 @@ struct EvictionPlan {
   double cost = 0;
 };
 
+// The share of one GPU's memory a slice holds: whole GPUs count 1 each, a MIG instance its
+// memory, an MPS client or time-slice replica its memory limit, a kShare its milli-GPU. The
+// cost of evicting a workload is this share times the time it has run (lost GPU-seconds);
+// every caller uses it, so that the simulation and the scheduler choose the same victims.
+double HeldGpuShare(const ClusterState& cluster, const SliceAssignment& a);
+
 // Demands that are not for whole GPUs (whole_gpus < 1) get nullopt.
 std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const SliceDemand& d,
                                          const std::map<WorkloadId, EvictionCandidate>& candidates,

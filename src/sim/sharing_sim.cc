@@ -47,6 +47,10 @@ class Strategy {
                              Placement* out) = 0;
   // The workload placed as `base` gave up waiting; it is not retried.
   virtual void GaveUp(WorkloadId) {}
+  // The nodes on which workloads may be evicted for the one placed as `base` (null = all).
+  virtual const std::vector<uint8_t>* PreemptNodes(const ClusterState&, WorkloadId) {
+    return nullptr;
+  }
 };
 
 bool ModelAllowed(const SliceDemand& d, GpuModelId m) {
@@ -252,6 +256,9 @@ class TesseraStrategy final : public Strategy {
   }
   void Clock(SimTime t) override { alloc_.AdvanceClock(static_cast<double>(t)); }
   void GaveUp(WorkloadId base) override { alloc_.Forget(base); }
+  const std::vector<uint8_t>* PreemptNodes(const ClusterState& c, WorkloadId base) override {
+    return alloc_.NodesFor(c, base);
+  }
 
   Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                      Placement* out) override {
@@ -366,11 +373,13 @@ class Simulation {
 
   Result<bool> TryPlace(size_t wi, SimTime t);
   // After `wi` failed to fit: evicts running workloads of lower priority if that lets it fit
-  // (PlanEviction), placing it into *p; the victims wait again (evicted_now_). False, with the
+  // (PlanEviction), placing it into *p; the victims wait again (requeue_). False, with the
   // ledger unchanged, when no eviction helps.
   Result<bool> TryPreempt(size_t wi, SimTime t, Placement* p);
   // Takes the workload off the ledger (unless already done) and out of the running set.
   Status Release(size_t wi, bool ledger = true);
+  // Tries the waiting workloads again: higher priority first, then in the order they queued.
+  Status RetryQueue(SimTime t);
   void Record(size_t wi, const Placement& p);
   void CheckDisturbed(const Placement& p);
   void Advance(SimTime t) {
@@ -410,8 +419,7 @@ class Simulation {
   // (events at other times are stale: the workload was evicted and waits or runs again).
   std::vector<SimTime> start_t_, end_t_, giveup_t_;
   std::vector<uint8_t> evicted_;
-  std::vector<size_t> evicted_now_;  // victims of the last TryPreempt, waiting to be retried
-  std::vector<size_t> requeue_;      // victims not placed again at once: join queue_
+  std::vector<size_t> requeue_;  // evicted during the current event: join queue_ at its end
   bool preemption_ = false;
 };
 
@@ -458,15 +466,24 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   Record(wi, p);
   parts_[wi] = std::move(p.parts);
   running_.insert(wi);
-  // The victims of this placement try again at once, in id order, then wait.
-  std::vector<size_t> victims;
-  victims.swap(evicted_now_);
-  for (size_t v : victims) {
-    auto again = TryPlace(v, t);
-    if (!again.ok()) return again.status();
-    if (!*again) requeue_.push_back(v);
-  }
   return true;
+}
+
+Status Simulation::RetryQueue(SimTime t) {
+  std::vector<size_t> order;
+  for (size_t q : queue_)
+    if (state_[q] == State::kQueued) order.push_back(q);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return s_.classes[w_[a].cls].priority > s_.classes[w_[b].cls].priority;
+  });
+  std::vector<size_t> still;
+  for (size_t q : order) {
+    auto placed = TryPlace(q, t);
+    if (!placed.ok()) return placed.status();
+    if (!*placed) still.push_back(q);
+  }
+  queue_ = std::move(still);
+  return Status::Ok();
 }
 
 Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
@@ -476,24 +493,17 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
   std::map<WorkloadId, EvictionCandidate> candidates;
   for (size_t o : running_) {
     if (s_.classes[w_[o].cls].priority >= priority || parts_[o].empty()) continue;
-    // Lost GPU-seconds: the GPU share held (whole GPUs, or peak memory over GPU memory) times
-    // the time run so far.
-    const SliceAssignment& a = parts_[o].front().a;
     const SliceDemand& d = w_[o].demand;
-    const double share = d.whole_gpus > 0
-                             ? d.whole_gpus
-                             : static_cast<double>(d.memory_mib) /
-                                   static_cast<double>(std::max<int64_t>(
-                                       1, c_.gpu(a.node, std::countr_zero(a.gpus)).memory_mib));
     for (size_t i = 0; i < parts_[o].size(); ++i) {
       EvictionCandidate& c = candidates[parts_[o][i].ledger_id];
+      c.cost = HeldGpuShare(c_, parts_[o][i].a) * static_cast<double>(t - start_t_[o]);
       if (i > 0) continue;
-      c.cost = share * static_cast<double>(t - start_t_[o]);
       c.cpu = d.cpu;
       c.host_memory = d.host_memory;
     }
   }
-  const auto plan = PlanEviction(c_, w.demand, candidates, nullptr);
+  const auto plan = PlanEviction(c_, w.demand, candidates,
+                                 strategy_.PreemptNodes(c_, (wi + 1) * kPartsPerWorkload));
   if (!plan) return false;
   std::set<size_t> victims;
   for (WorkloadId id : plan->victims)
@@ -522,7 +532,7 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
     m_.placed_workloads[v] = 0;
     giveup_t_[v] = t + w_[v].patience_s;
     events_.push(Event{giveup_t_[v], kGiveUp, v});
-    evicted_now_.push_back(v);
+    requeue_.push_back(v);
   }
   *p = std::move(q);
   return true;
@@ -659,41 +669,50 @@ Result<SharingMetrics> Simulation::Run() {
     const Event e = events_.top();
     events_.pop();
     Advance(e.t);
-    const SharingWorkload& w = w_[e.w];
     if (e.type == kDeparture) {
       if (state_[e.w] != State::kRunning || end_t_[e.w] != e.t) continue;  // evicted since
       TESSERA_RETURN_IF_ERROR(Release(e.w));
       const bool more =
           !events_.empty() && events_.top().t == e.t && events_.top().type == kDeparture;
-      if (!more) {
-        std::vector<size_t> still;
-        for (size_t q : queue_) {
-          if (state_[q] != State::kQueued) continue;
-          auto placed = TryPlace(q, e.t);
-          if (!placed.ok()) return placed.status();
-          if (!*placed) still.push_back(q);
-        }
-        queue_ = std::move(still);
-      }
+      if (!more) TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
     } else if (e.type == kGiveUp) {
       if (state_[e.w] == State::kQueued && giveup_t_[e.w] == e.t) {
         state_[e.w] = State::kAbandoned;
         strategy_.GaveUp((e.w + 1) * kPartsPerWorkload);
       }
     } else {
-      ++m_.arrived_by_class[w.cls];
-      strategy_.Observe(w.demand, e.t);
-      auto placed = TryPlace(e.w, e.t);
-      if (!placed.ok()) return placed.status();
-      if (!*placed) {
-        state_[e.w] = State::kQueued;
-        queue_.push_back(e.w);
-        giveup_t_[e.w] = e.t + w.patience_s;
-        events_.push(Event{giveup_t_[e.w], kGiveUp, e.w});
+      // Arrivals of one second: with priorities, the higher first (as one scheduling cycle
+      // takes them); otherwise in id order.
+      std::vector<size_t> arrivals = {e.w};
+      while (preemption_ && !events_.empty() && events_.top().t == e.t &&
+             events_.top().type == kArrival) {
+        arrivals.push_back(events_.top().w);
+        events_.pop();
+      }
+      std::stable_sort(arrivals.begin(), arrivals.end(), [&](size_t a, size_t b) {
+        return s_.classes[w_[a].cls].priority > s_.classes[w_[b].cls].priority;
+      });
+      for (size_t a : arrivals) {
+        const SharingWorkload& aw = w_[a];
+        ++m_.arrived_by_class[aw.cls];
+        strategy_.Observe(aw.demand, e.t);
+        auto placed = TryPlace(a, e.t);
+        if (!placed.ok()) return placed.status();
+        if (!*placed) {
+          state_[a] = State::kQueued;
+          queue_.push_back(a);
+          giveup_t_[a] = e.t + aw.patience_s;
+          events_.push(Event{giveup_t_[a], kGiveUp, a});
+        }
       }
     }
-    queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
-    requeue_.clear();
+    // Evicted workloads wait at the end of the queue; the queue is tried again with the room
+    // the evictions left.
+    while (!requeue_.empty()) {
+      queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
+      requeue_.clear();
+      TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+    }
     if (++processed % kInvariantEvery == 0) {
       Status st = c_.CheckInvariants();
       if (!st.ok()) return Internal(m_.strategy + ": ledger invariant broken: " + st.message());
