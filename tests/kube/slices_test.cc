@@ -508,5 +508,49 @@ TEST(SchedulerRelayoutTest, ALostNodeEndsItsReLayouts) {
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 
+// A pod of whole GPUs at a higher priority evicts the MIG slices of lower-priority pods on the
+// GPUs PlanEviction clears, then waits for MIG to be turned off there before it binds. At equal
+// priority nothing is evicted.
+TEST(SchedulerPreemptionTest, AWholeGpuPodEvictsLowerPrioritySlicesThenWaitsForTheLayout) {
+  for (int priority : {0, 10}) {
+    SCOPED_TRACE(priority);
+    auto core = Core();
+    core->UpsertNode(MigNodeJson("m", {"3g.40gb@0 3g.40gb@4", "3g.40gb@0 3g.40gb@4"}));
+    for (int i = 0; i < 4; ++i)
+      core->UpsertPod(PodJson("low" + std::to_string(i), {{"nvidia.com/mig-3g.40gb", "1"}}));
+    const CycleOutput first = core->Cycle(1);
+    ASSERT_EQ(first.binds.size(), 4u);
+    for (const BindAction& b : first.binds)  // the binds are confirmed
+      core->UpsertPod(PodJson(b.name, {{"nvidia.com/mig-3g.40gb", "1"}}, b.annotations, b.node));
+    Json train = PodJson("train", {{"nvidia.com/gpu", "2"}});
+    train["spec"]["priority"] = priority;
+    core->UpsertPod(train);
+    const CycleOutput out = core->Cycle(100);
+    EXPECT_TRUE(out.binds.empty());
+    if (priority == 0) {
+      EXPECT_TRUE(out.evictions.empty());
+      EXPECT_TRUE(out.layouts.empty());
+      continue;
+    }
+    std::set<std::string> evicted;
+    for (const EvictAction& e : out.evictions) evicted.insert(e.name);
+    EXPECT_EQ(evicted, (std::set<std::string>{"low0", "low1", "low2", "low3"}));
+    ASSERT_EQ(out.layouts.size(), 2u);
+    for (const LayoutAction& act : out.layouts) EXPECT_FALSE(act.mig_enabled);
+    // The victims go; the node reports MIG off on both GPUs; the pod binds to both, whole.
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = "low" + std::to_string(i);
+      core->DeletePod(PodJson(name, {{"nvidia.com/mig-3g.40gb", "1"}}, Json::object(), "m"));
+    }
+    for (const LayoutAction& act : out.layouts)
+      ASSERT_TRUE(core->LayoutReported("m", act.gpu, act.revision, true, ""));
+    const auto a = Assignments(core->Cycle(101));
+    ASSERT_EQ(a.count("train"), 1u);
+    EXPECT_EQ(a.at("train").kind, AssignmentKind::kExclusive);
+    EXPECT_EQ(a.at("train").gpus, (std::vector<int>{0, 1}));
+    EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kube
