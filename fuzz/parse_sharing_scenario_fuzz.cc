@@ -2,9 +2,9 @@
 //
 // Properties: never crashes. A rejected scenario gets InvalidArgument starting with the file
 // name. An accepted one has at least one node group and class, phases starting at 0 in
-// increasing order below the horizon; when it expects few workloads, generating them
-// succeeds, deterministically, and every workload lies within its class's declared ranges:
-// arrival in [0, horizon), in order, peak memory, compute %, duration, host CPU and memory
+// increasing order below the horizon, class priorities within range; when it expects few workloads,
+// generating them succeeds, deterministically, and every workload lies within its class's declared
+// ranges: arrival in [0, horizon), in order, peak memory, compute %, duration, host CPU and memory
 // within the ranges, whole GPUs one of the listed counts, an isolation class with positive
 // weight, the class's patience, and a model mask of allowed models with enough memory.
 #include <algorithm>
@@ -52,6 +52,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (p > 0 && s.phases[p].start_s <= s.phases[p - 1].start_s))
       Fail("phase starts out of order or past the horizon", input);
   }
+  for (const SharingClass& c : s.classes)
+    if (c.priority < -kMaxPriority || c.priority > kMaxPriority)
+      Fail("class priority out of range", input);
   if (ExpectedSharingArrivals(s) > kMaxGeneratedWorkloads) return 0;
 
   auto a = GenerateSharingWorkloads(s, 1);
