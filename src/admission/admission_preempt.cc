@@ -81,9 +81,10 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
   // One pod of whole GPUs in the sharing path: the victims are PlanEviction's over every
   // candidate (sharing/eviction.h), the rule the sharing simulation follows too.
   const bool whole_slice = j.spec.slice && j.spec.slice->whole_gpus >= 1 && j.spec.pods == 1;
-  const size_t limit =
-      whole_slice ? cands.size() : static_cast<size_t>(self->config_.max_victims_per_attempt);
-  if (cands.size() > limit) {
+  const size_t limit = static_cast<size_t>(self->config_.max_victims_per_attempt);
+  if (whole_slice) {
+    // PlanEviction weighs every candidate itself: no bound, no order.
+  } else if (cands.size() > limit) {
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(limit),
                       cands.end(), cheaper);
     cands.resize(limit);

@@ -49,8 +49,8 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
     std::vector<Gpu> clearable;
     std::vector<std::vector<WorkloadId>> on(count);
     for (int g = 0; g < count; ++g) {
-      if (cluster.gpu(n, g).memory_mib < d.memory_mib) continue;
       on[g] = cluster.OnGpu(n, g);
+      if (cluster.gpu(n, g).memory_mib < d.memory_mib) continue;
       double cost = 0;
       bool ok = true;
       for (WorkloadId id : on[g]) {
@@ -81,10 +81,8 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
     }
     if (cpu < d.cpu.v || mem < d.host_memory.v) {
       // Host room: the node's other candidates, cheapest first.
-      std::vector<std::pair<double, WorkloadId>> more;  // each adds one victim: cheapest first
+      std::vector<std::pair<double, WorkloadId>> more;
       for (int g = 0; g < count; ++g) {
-        if (on[g].empty() && cluster.gpu(n, g).memory_mib < d.memory_mib)
-          on[g] = cluster.OnGpu(n, g);
         for (WorkloadId id : on[g]) {
           auto it = candidates.find(id);
           if (it != candidates.end() && !victims.count(id)) more.push_back({it->second.cost, id});

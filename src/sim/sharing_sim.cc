@@ -376,6 +376,12 @@ class Simulation {
   Status Release(size_t wi, bool ledger = true);
   // Tries the waiting workloads again: higher priority first, then in the order they queued.
   Status RetryQueue(SimTime t);
+  // Orders workloads by class priority, higher first, keeping the order of equals.
+  void SortByPriority(std::vector<size_t>& ws) const {
+    std::stable_sort(ws.begin(), ws.end(), [&](size_t a, size_t b) {
+      return s_.classes[w_[a].cls].priority > s_.classes[w_[b].cls].priority;
+    });
+  }
   void Record(size_t wi, const Placement& p);
   void CheckDisturbed(const Placement& p);
   void Advance(SimTime t) {
@@ -469,9 +475,7 @@ Status Simulation::RetryQueue(SimTime t) {
   std::vector<size_t> order;
   for (size_t q : queue_)
     if (state_[q] == State::kQueued) order.push_back(q);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return s_.classes[w_[a].cls].priority > s_.classes[w_[b].cls].priority;
-  });
+  SortByPriority(order);
   std::vector<size_t> still;
   for (size_t q : order) {
     auto placed = TryPlace(q, t);
@@ -685,9 +689,7 @@ Result<SharingMetrics> Simulation::Run() {
         arrivals.push_back(events_.top().w);
         events_.pop();
       }
-      std::stable_sort(arrivals.begin(), arrivals.end(), [&](size_t a, size_t b) {
-        return s_.classes[w_[a].cls].priority > s_.classes[w_[b].cls].priority;
-      });
+      SortByPriority(arrivals);
       for (size_t a : arrivals) {
         const SharingWorkload& aw = w_[a];
         ++m_.arrived_by_class[aw.cls];

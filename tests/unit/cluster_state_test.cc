@@ -13,24 +13,15 @@
 
 #include "cluster/target_workload.h"
 #include "core/random.h"
+#include "tests/unit/policy_test_util.h"
 
 namespace tessera {
 namespace {
 
-GpuModelId Model(const char* name) {
-  auto id = GpuCatalog::Builtin().Find(name);
-  if (!id) ADD_FAILURE() << "model " << name << " missing from the catalog";
-  return id.value_or(0);
-}
+using policy_test::Model;
 
 NodeSpec GpuNode(std::string name, int64_t cpu, int64_t mem, int gpus, const char* model) {
-  NodeSpec s;
-  s.name = std::move(name);
-  s.cpu = MilliCpu(cpu);
-  s.memory = MiB(mem);
-  s.gpu_count = gpus;
-  s.model = gpus > 0 ? Model(model) : kNoGpuModel;
-  return s;
+  return policy_test::Node(std::move(name), cpu, gpus, model, mem);
 }
 
 NodeSpec CpuNode(std::string name, int64_t cpu, int64_t mem) {
