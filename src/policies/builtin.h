@@ -28,7 +28,7 @@ std::unique_ptr<Scorer> MakeBestFitScorer();
 std::unique_ptr<Scorer> MakeFgdScorer(const TargetWorkload& target);
 // Tunables of the tessera policy; each default and its rationale is in docs/POLICIES.md.
 struct TesseraConfig {
-  double stranding_weight = 0.1;    // lambda: weight of GPU stranded by CPU exhaustion
+  double stranding_weight = 0.25;   // lambda: weight of GPU stranded by CPU exhaustion
   double score_temperature = 1000;  // T: milli-GPU per sigmoid unit; sets the tie width
   double coverage_pct = 95;         // learned shapes kept until they cover this % of tasks
   // mu: weight of the share-packing loss (GPU -> milli-GPU x mu). Large enough to act as a

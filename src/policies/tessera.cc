@@ -1,9 +1,11 @@
 // Tessera's policy: fragmentation descent with CPU-stranding look-ahead, a share-packing loss
 // and a model-scarcity loss, against the workload mix learned online.
 //
-// For a node with free CPU c and idle GPU R (milli), and the learned workload ratio kappa
-// (milli-CPU requested per milli-GPU requested, over every workload seen so far), the GPU that
-// CPU exhaustion will strand is S = max(0, R - c / kappa). The policy minimises
+// For a node with free CPU c and idle GPU R (milli), the GPU that CPU exhaustion will strand is
+// S = sum over the GPU shapes m seen so far of w_m * max(0, R - c / kappa_m): w_m is m's share of
+// the GPU requested, kappa_m its milli-CPU per milli-GPU plus the CPU of CPU-only workloads per
+// milli-GPU of the whole mix (so the node is filled at each shape's own ratio, in proportion to
+// the GPU each shape asks for). The policy minimises
 //   x = Delta F + lambda * Delta S + mu * 1000 * Loss(r, d) + sigma * phi * (p_m - p_min(A)) * g
 // where F is the FGD fragmentation measure against the shapes learned online (docs/POLICIES.md);
 // Loss(r, d), for a GPU-share pod only, is how far putting share d on a GPU with r free moves
@@ -34,9 +36,25 @@ namespace {
 
 constexpr int kModels = 64;  // model ids of a ModelMask
 
+// Shapes of similar CPU-to-GPU ratio, for the stranding term S.
+struct RatioBucket {
+  double weight = 0;       // share of the GPU requested by GPU workloads
+  double gpu_per_cpu = 0;  // 1 / kappa_m, averaged over the bucket by weight
+};
+
 struct Learned {
-  double kappa = 14.0;  // milli-CPU per milli-GPU; replaced once workloads were seen
-  SharePrices prices;   // dual prices of the share-packing LP over the shares seen so far
+  double kappa = 14.0;  // milli-CPU per milli-GPU over every workload seen; sizes the mix's fill
+  // The ratios of the GPU shapes seen (empty until one was seen: then S uses kappa).
+  std::vector<RatioBucket> ratios;
+  // Delta S of the last (node state, demand) scored: a share demand asks it once per candidate
+  // GPU, and S depends only on the node's totals. Forgotten when the ratios change.
+  struct {
+    uint64_t stamp = 0;
+    int64_t cpu = 0;
+    int64_t milli = 0;
+    double delta = 0;
+  } last_delta_s;
+  SharePrices prices;  // dual prices of the share-packing LP over the shares seen so far
   // Scarcity of each GPU model: the share of its capacity that the model-pinned GPU demand
   // seen so far would claim if the mix filled the cluster (capped at 1). Updated at Learn.
   std::array<double, kModels> model_price{};
@@ -101,6 +119,47 @@ void LearnModelPrices(const TargetWorkload& all, double fill_gpu, double unseen_
   for (double& p : l.model_price) p = std::min(1.0, p);
 }
 
+// At most this many ratio buckets: S costs one term per bucket, and shapes of nearly the same
+// ratio strand nearly the same GPU.
+constexpr size_t kRatioBuckets = 16;
+
+// Buckets the GPU shapes of `all` by kappa_m (including the CPU-only workloads' CPU spread
+// over the GPU requested), each bucket about an equal share of the GPU requested.
+std::vector<RatioBucket> LearnRatios(const TargetWorkload& all) {
+  double gpu = 0, cpu_only = 0;
+  for (const TaskShape& t : all.shapes) {
+    if (t.num_gpu == 0)
+      cpu_only += t.popularity * static_cast<double>(t.cpu);
+    else
+      gpu += t.popularity * t.num_gpu * t.gpu_milli;
+  }
+  std::vector<RatioBucket> out;
+  if (gpu <= 0) return out;
+  const double cpu_only_per_gpu = cpu_only / gpu;
+  std::vector<std::pair<double, double>> shapes;  // (kappa_m, weight)
+  for (const TaskShape& t : all.shapes) {
+    if (t.num_gpu == 0) continue;
+    const double g = t.num_gpu * t.gpu_milli;
+    shapes.push_back({static_cast<double>(t.cpu) / g + cpu_only_per_gpu, t.popularity * g / gpu});
+  }
+  std::sort(shapes.begin(), shapes.end());
+  RatioBucket acc;
+  double done = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto [kappa, w] = shapes[i];
+    acc.weight += w;
+    acc.gpu_per_cpu += w / std::max(kappa, 1e-9);  // a shape without CPU is never stranded
+    done += w;
+    if (i + 1 == shapes.size() ||
+        done >= static_cast<double>(out.size() + 1) / static_cast<double>(kRatioBuckets)) {
+      acc.gpu_per_cpu /= acc.weight;
+      out.push_back(acc);
+      acc = RatioBucket{};
+    }
+  }
+  return out;
+}
+
 class TesseraScorer final : public FragDescentScorer {
  public:
   TesseraScorer(const TesseraConfig& cfg, std::shared_ptr<Learned> learned, ScoreFn fn)
@@ -119,6 +178,8 @@ class TesseraScorer final : public FragDescentScorer {
     }
     learned_->prices = SharePrices::Solve(shares);
     learned_->all_shapes = seen.Build(100.0);
+    learned_->ratios = LearnRatios(learned_->all_shapes);
+    learned_->last_delta_s.stamp = 0;
     learned_->gpu_tasks = seen.gpu_tasks();
     learned_->prices_stale = true;
     return seen.Build(cfg_.coverage_pct);
@@ -168,8 +229,12 @@ class TesseraScorer final : public FragDescentScorer {
   std::shared_ptr<Learned> learned_;
 };
 
-double Stranded(double cpu, double idle, double kappa) {
-  return std::max(0.0, idle - cpu / kappa);
+// S for a node with `cpu` milli-CPU and `idle` milli-GPU free.
+double Stranded(double cpu, double idle, const Learned& l) {
+  if (l.ratios.empty()) return std::max(0.0, idle - cpu / l.kappa);
+  double s = 0;
+  for (const RatioBucket& b : l.ratios) s += b.weight * std::max(0.0, idle - cpu * b.gpu_per_cpu);
+  return s;
 }
 
 }  // namespace
@@ -193,11 +258,15 @@ Status TesseraConfig::Validate() const {
 std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
   auto learned = std::make_shared<Learned>();
   auto fn = [cfg, learned](double delta, const NodeFree& f, const Demand& d, int gpu) {
-    const double k = learned->kappa;
-    const double before = Stranded(static_cast<double>(f.cpu), f.gpu_total, k);
-    const double after = Stranded(static_cast<double>(f.cpu - d.cpu.v),
-                                  static_cast<double>(f.gpu_total - d.TotalMilliGpu()), k);
-    double x = delta + cfg.stranding_weight * (after - before);
+    auto& memo = learned->last_delta_s;
+    if (f.stamp == 0 || memo.stamp != f.stamp || memo.cpu != d.cpu.v ||
+        memo.milli != d.TotalMilliGpu()) {
+      const double before = Stranded(static_cast<double>(f.cpu), f.gpu_total, *learned);
+      const double after = Stranded(static_cast<double>(f.cpu - d.cpu.v),
+                                    static_cast<double>(f.gpu_total - d.TotalMilliGpu()), *learned);
+      memo = {f.stamp, d.cpu.v, d.TotalMilliGpu(), after - before};
+    }
+    double x = delta + cfg.stranding_weight * memo.delta;
     if (gpu >= 0 && d.IsShare()) {
       x += cfg.packing_weight * 1000.0 * learned->prices.Loss(f.gpu[gpu], d.gpu_milli);
     }

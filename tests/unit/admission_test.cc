@@ -919,7 +919,8 @@ TEST(AdmissionCycleTest, RememberedFailuresNeverChangeADecision) {
     // The comparison means something only if the run admits, preempts and remembers.
     EXPECT_GT(admitted, 300);
     EXPECT_GT(preempted, 0);
-    EXPECT_GT(remembered, 100);
+    // (Remembered pending reasons, summed over cycles: 67 to 1,526 on these seeds.)
+    EXPECT_GT(remembered, 50);
   }
 }
 

@@ -27,8 +27,9 @@ using namespace policy_test;  // NOLINT(google-build-using-namespace)
 
 // ---------------------------------------------------------------------------------------
 // Tessera: x = Delta F + lambda * Delta S against the mix learned online, where
-// S = max(0, R - c / kappa) and kappa = requested milli-CPU / requested milli-GPU over the
-// workloads seen; score = floor(100 sigmoid(-x / T)) with T in milli-GPU.
+// S = sum over the GPU shapes m seen of w_m max(0, R - c / kappa_m), w_m the shape's share of
+// the GPU requested and kappa_m its milli-CPU per milli-GPU (plus the CPU-only workloads' CPU
+// per milli-GPU of the mix); score = floor(100 sigmoid(-x / T)) with T in milli-GPU.
 
 TesseraConfig Config(double lambda, double temperature) {
   TesseraConfig c;
@@ -126,8 +127,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // x = 0: 50 on both.
         StrandingCase{0.0, 1000, 50, 50},
-        // Default lambda 0.1: x = 70 -> floor(100 / (1 + e^0.07)) = floor(48.25) = 48.
+        // x = 70 -> floor(100 / (1 + e^0.07)) = floor(48.25) = 48.
         StrandingCase{0.1, 1000, 48, 50},
+        // Default lambda 0.25: x = 175 -> floor(100 / (1 + e^0.175)) = floor(45.64) = 45.
+        StrandingCase{0.25, 1000, 45, 50},
+        // x = 350 -> floor(100 / (1 + e^0.35)) = floor(41.34) = 41.
+        StrandingCase{0.5, 1000, 41, 50},
         // x = 700 -> floor(100 / (1 + e^0.7)) = floor(33.18) = 33.
         StrandingCase{1.0, 1000, 33, 50},
         // x = 700, T = 500 -> floor(100 / (1 + e^1.4)) = floor(19.78) = 19.
@@ -147,6 +152,37 @@ TEST(TesseraPolicyTest, DefaultConfigAvoidsStrandingWhereFgdTies) {
     fgd_choices.insert(fgd.Decide(b.state, 1, Share(12000, 500)).placement.node);
   }
   EXPECT_EQ(fgd_choices.size(), 2u);
+}
+
+// Two shapes of different CPU-to-GPU ratio. Observed: A = share 500 with 5000 milli-CPU
+// (kappa 10) and B = one whole GPU with 1000 milli-CPU (kappa 1); A asks 1/3 of the GPU, B 2/3.
+// Node N: 20 cores, 2 idle GPUs; node M: 64 cores. Demand: share 500 with 12000 milli-CPU, on
+// GPU 0 either way, leaving N [500, 1000] with 8000 milli-CPU.
+//   Delta F on both nodes: A still fits; B fits on GPU 1 and cannot use GPU 0's 500:
+//   1/2 x 500 = 250.
+//   S on N: before A: max(0, 2000 - 20000/10) = 0, B: 0; after A: 1500 - 800 = 700, B: 0.
+//   Delta S = 1/3 x 700 = 233.3. On M: 0.
+//   N: x = 250 + 0.25 x 233.3 = 308.3 -> floor(100 / (1 + e^0.3083)) = 42; M: x = 250 -> 43.
+// One pooled ratio (6000 / 1500 = 4 milli-CPU per milli-GPU) would see no stranding on N
+// (1500 - 8000/4 < 0) and score both 43: the A-type work that fills N runs out of CPU first.
+TEST(TesseraPolicyTest, StrandingFillsTheNodeAtEachShapesOwnRatio) {
+  Builder b;
+  const NodeIdx n = b.Add(Node("n", 20000, 2));
+  const NodeIdx m = b.Add(Node("m", 64000, 2));
+  auto t = MakeTesseraScorer();
+  t->Observe(Share(5000, 500));
+  t->Observe(Whole(1000, 1));
+  const Demand d = Share(12000, 500);
+  const NodeScore sn = ScoreOne(*t, b.state, n, d);
+  EXPECT_EQ(sn.score, 42);
+  EXPECT_EQ(sn.gpus, 0b01u);
+  EXPECT_EQ(ScoreOne(*t, b.state, m, d).score, 43);
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Engine e(MakeTesseraScorer(), seed);
+    e.Observe(Share(5000, 500));
+    e.Observe(Whole(1000, 1));
+    EXPECT_EQ(e.Decide(b.state, 1, d).placement.node, m) << seed;
+  }
 }
 
 TEST(TesseraPolicyTest, ConfigValidation) {
