@@ -16,6 +16,15 @@ FragModel::FragModel(TargetWorkload target) : target_(std::move(target)) {
   usable_.resize(m);
   less_.resize(m);
   access_.resize(m);
+  share_of_shape_.resize(m);
+  for (size_t i = 0; i < m; ++i) {
+    const int d = target_.shapes[i].gpu_milli;
+    auto it = std::find(shares_.begin(), shares_.end(), d);
+    share_of_shape_[i] = static_cast<int>(it - shares_.begin());
+    if (it == shares_.end()) shares_.push_back(d);
+  }
+  share_usable_.resize(shares_.size());
+  share_less_.resize(shares_.size());
 }
 
 static double ShapeFrag(const TaskShape& s, int64_t cpu, int64_t idle, int usable, int64_t less) {
@@ -49,21 +58,25 @@ double FragModel::Frag(const NodeFree& f) const {
 void FragModel::Load(const NodeFree& f) {
   cpu_ = f.cpu;
   idle_ = f.gpu_total;
+  for (size_t j = 0; j < shares_.size(); ++j) {
+    int usable = 0;
+    int64_t less = 0;
+    for (int g = 0; g < f.gpu_count; ++g) {
+      if (f.gpu[g] >= shares_[j]) {
+        ++usable;
+      } else {
+        less += f.gpu[g];
+      }
+    }
+    share_usable_[j] = usable;
+    share_less_[j] = less;
+  }
   double frag = 0;
   for (size_t i = 0; i < target_.shapes.size(); ++i) {
     const TaskShape& s = target_.shapes[i];
     access_[i] = Accessible(s, f.model);
-    int usable = 0;
-    int64_t less = 0;
-    if (access_[i]) {
-      for (int g = 0; g < f.gpu_count; ++g) {
-        if (f.gpu[g] >= s.gpu_milli) {
-          ++usable;
-        } else {
-          less += f.gpu[g];
-        }
-      }
-    }
+    const int usable = access_[i] ? share_usable_[share_of_shape_[i]] : 0;
+    const int64_t less = access_[i] ? share_less_[share_of_shape_[i]] : 0;
     usable_[i] = usable;
     less_[i] = less;
     frag += s.popularity *

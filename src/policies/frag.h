@@ -42,6 +42,12 @@ class FragModel {
   std::vector<int> usable_;      // per shape: GPUs with r >= d_m
   std::vector<int64_t> less_;    // per shape: sum of r_g < d_m
   std::vector<uint8_t> access_;  // per shape: model allowed and shape needs a GPU
+  // The distinct per-GPU shares of the shapes, and each shape's index into them: Load counts
+  // a node's GPUs once per distinct share, not once per shape.
+  std::vector<int> shares_;
+  std::vector<int> share_of_shape_;
+  std::vector<int> share_usable_;
+  std::vector<int64_t> share_less_;
 };
 
 }  // namespace tessera
