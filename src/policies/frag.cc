@@ -85,6 +85,37 @@ void FragModel::Load(const NodeFree& f) {
   loaded_frag_ = frag;
 }
 
+void FragModel::Load(const NodeFree& f, NodeIdx n) {
+  const size_t k = shares_.size();
+  const auto i = static_cast<size_t>(n);
+  if (f.stamp != 0 && i < cached_stamp_.size() && cached_stamp_[i] == f.stamp) {
+    cpu_ = f.cpu;
+    idle_ = f.gpu_total;
+    for (size_t s = 0; s < target_.shapes.size(); ++s) {
+      access_[s] = Accessible(target_.shapes[s], f.model);
+      const size_t j = i * k + static_cast<size_t>(share_of_shape_[s]);
+      usable_[s] = access_[s] ? cached_usable_[j] : 0;
+      less_[s] = access_[s] ? cached_less_[j] : 0;
+    }
+    loaded_frag_ = cached_frag_[i];
+    return;
+  }
+  Load(f);
+  if (f.stamp == 0) return;
+  if (i >= cached_stamp_.size()) {
+    cached_stamp_.resize(i + 1, 0);
+    cached_frag_.resize(i + 1, 0.0);
+    cached_usable_.resize((i + 1) * k, 0);
+    cached_less_.resize((i + 1) * k, 0);
+  }
+  cached_stamp_[i] = f.stamp;
+  cached_frag_[i] = loaded_frag_;
+  for (size_t j = 0; j < k; ++j) {
+    cached_usable_[i * k + j] = static_cast<uint8_t>(share_usable_[j]);
+    cached_less_[i * k + j] = static_cast<int32_t>(share_less_[j]);
+  }
+}
+
 double FragModel::After(int64_t cpu, int old_r, int new_r, int count) const {
   const int64_t c = cpu_ - cpu;
   const int64_t idle = idle_ - static_cast<int64_t>(old_r - new_r) * count;

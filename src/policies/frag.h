@@ -28,6 +28,9 @@ class FragModel {
 
   // Prepares per-shape counts for node f; the After* calls then refer to this node.
   void Load(const NodeFree& f);
+  // The same, remembering the counts of node index n by the node's stamp: a node loaded again
+  // unchanged (for another demand shape) skips counting its GPUs and the shape terms.
+  void Load(const NodeFree& f, NodeIdx n);
   double loaded_frag() const { return loaded_frag_; }
   // F after taking `cpu` milli-CPU and lowering `count` GPUs whose free share is `old_r` to
   // `new_r` (count 0 = CPU only).
@@ -48,6 +51,11 @@ class FragModel {
   std::vector<int> share_of_shape_;
   std::vector<int> share_usable_;
   std::vector<int64_t> share_less_;
+  // Per node index: the stamp loaded, F, and the per-share counts (shares_.size() each).
+  std::vector<uint64_t> cached_stamp_;
+  std::vector<double> cached_frag_;
+  std::vector<uint8_t> cached_usable_;  // at most kMaxGpusPerNode
+  std::vector<int32_t> cached_less_;    // at most kMaxGpusPerNode x 1000
 };
 
 }  // namespace tessera

@@ -55,21 +55,21 @@ void FragDescentScorer::PreScore(const ClusterState& state, const Demand& d,
 
 NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const Demand& d) {
   const NodeFree& f = state.free(n);
-  if (current_ == nullptr) return Evaluate(f, d);
+  if (current_ == nullptr) return Evaluate(f, d, n);
   Entry& e = (*current_)[n];
   if (e.stamp != f.stamp || e.gen != gen_) {
-    const NodeScore s = Evaluate(f, d);
+    const NodeScore s = Evaluate(f, d, n);
     e = {f.stamp, static_cast<float>(s.score), static_cast<uint16_t>(s.gpus), gen_};
   }
   return {e.score, e.gpus};
 }
 
-NodeScore FragDescentScorer::Evaluate(const NodeFree& f, const Demand& d) {
+NodeScore FragDescentScorer::Evaluate(const NodeFree& f, const Demand& d, NodeIdx n) {
   if (model_.empty()) {
     // Nothing learned yet: fall back to best-fit GPU choice with a neutral score.
     return {fn_(0.0, f, d, -1), SelectBestFit(f, d)};
   }
-  model_.Load(f);
+  model_.Load(f, n);
   const double before = model_.loaded_frag();
   if (d.IsShare()) {
     bool have = false;

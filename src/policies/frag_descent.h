@@ -62,7 +62,8 @@ class FragDescentScorer : public Scorer {
       return h;
     }
   };
-  NodeScore Evaluate(const NodeFree& f, const Demand& d);
+  // n: the node's index in the state, for FragModel's per-node counts.
+  NodeScore Evaluate(const NodeFree& f, const Demand& d, NodeIdx n);
   void Relearn();
 
   std::string name_;

@@ -232,8 +232,13 @@ class TesseraScorer final : public FragDescentScorer {
 // S for a node with `cpu` milli-CPU and `idle` milli-GPU free.
 double Stranded(double cpu, double idle, const Learned& l) {
   if (l.ratios.empty()) return std::max(0.0, idle - cpu / l.kappa);
+  // gpu_per_cpu falls along the buckets, so the terms above 0 are a suffix: find its start,
+  // then add in bucket order.
+  size_t first = l.ratios.size();
+  while (first > 0 && idle - cpu * l.ratios[first - 1].gpu_per_cpu > 0) --first;
   double s = 0;
-  for (const RatioBucket& b : l.ratios) s += b.weight * std::max(0.0, idle - cpu * b.gpu_per_cpu);
+  for (size_t i = first; i < l.ratios.size(); ++i)
+    s += l.ratios[i].weight * (idle - cpu * l.ratios[i].gpu_per_cpu);
   return s;
 }
 
