@@ -1,6 +1,8 @@
 #include "policies/frag.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace tessera {
 namespace {
@@ -11,20 +13,28 @@ bool Accessible(const TaskShape& s, GpuModelId model) {
 
 }  // namespace
 
-FragModel::FragModel(TargetWorkload target) : target_(std::move(target)) {
+FragModel::FragModel(TargetWorkload target)
+    : target_(std::move(target)), access_row_(size_t{1} << (8 * sizeof(GpuModelId)), -1) {
   const size_t m = target_.shapes.size();
-  usable_.resize(m);
-  less_.resize(m);
-  access_.resize(m);
+  for (const TaskShape& t : target_.shapes) shares_.push_back(t.gpu_milli);
+  std::sort(shares_.begin(), shares_.end());
+  shares_.erase(std::unique(shares_.begin(), shares_.end()), shares_.end());
   share_of_shape_.resize(m);
   for (size_t i = 0; i < m; ++i) {
-    const int d = target_.shapes[i].gpu_milli;
-    auto it = std::find(shares_.begin(), shares_.end(), d);
+    const auto it = std::lower_bound(shares_.begin(), shares_.end(), target_.shapes[i].gpu_milli);
     share_of_shape_[i] = static_cast<int>(it - shares_.begin());
-    if (it == shares_.end()) shares_.push_back(d);
   }
-  share_usable_.resize(shares_.size());
-  share_less_.resize(shares_.size());
+  scratch_usable_.resize(shares_.size());
+  scratch_less_.resize(shares_.size());
+}
+
+const uint8_t* FragModel::AccessRow(GpuModelId model) {
+  const size_t m = target_.shapes.size();
+  if (access_row_[model] < 0) {
+    access_row_[model] = static_cast<int16_t>(access_rows_.size() / std::max<size_t>(m, 1));
+    for (const TaskShape& s : target_.shapes) access_rows_.push_back(Accessible(s, model) ? 1 : 0);
+  }
+  return access_rows_.data() + static_cast<size_t>(access_row_[model]) * m;
 }
 
 static double ShapeFrag(const TaskShape& s, int64_t cpu, int64_t idle, int usable, int64_t less) {
@@ -55,65 +65,76 @@ double FragModel::Frag(const NodeFree& f) const {
   return frag;
 }
 
-void FragModel::Load(const NodeFree& f) {
-  cpu_ = f.cpu;
-  idle_ = f.gpu_total;
+void FragModel::Count(const NodeFree& f, uint8_t* usable, int32_t* less) const {
   for (size_t j = 0; j < shares_.size(); ++j) {
-    int usable = 0;
-    int64_t less = 0;
+    int u = 0;
+    int32_t l = 0;
     for (int g = 0; g < f.gpu_count; ++g) {
       if (f.gpu[g] >= shares_[j]) {
-        ++usable;
+        ++u;
       } else {
-        less += f.gpu[g];
+        l += f.gpu[g];
       }
     }
-    share_usable_[j] = usable;
-    share_less_[j] = less;
+    usable[j] = static_cast<uint8_t>(u);
+    less[j] = l;
   }
+}
+
+double FragModel::LoadedFrag() const {
   double frag = 0;
   for (size_t i = 0; i < target_.shapes.size(); ++i) {
     const TaskShape& s = target_.shapes[i];
-    access_[i] = Accessible(s, f.model);
-    const int usable = access_[i] ? share_usable_[share_of_shape_[i]] : 0;
-    const int64_t less = access_[i] ? share_less_[share_of_shape_[i]] : 0;
-    usable_[i] = usable;
-    less_[i] = less;
-    frag += s.popularity *
-            (access_[i] ? ShapeFrag(s, cpu_, idle_, usable, less) : static_cast<double>(idle_));
+    const int j = share_of_shape_[i];
+    frag += s.popularity * (access_[i] ? ShapeFrag(s, cpu_, idle_, usable_[j], less_[j])
+                                       : static_cast<double>(idle_));
   }
-  loaded_frag_ = frag;
+  return frag;
+}
+
+void FragModel::Load(const NodeFree& f) {
+  cpu_ = f.cpu;
+  idle_ = f.gpu_total;
+  access_ = AccessRow(f.model);
+  Count(f, scratch_usable_.data(), scratch_less_.data());
+  usable_ = scratch_usable_.data();
+  less_ = scratch_less_.data();
+  loaded_frag_ = LoadedFrag();
 }
 
 void FragModel::Load(const NodeFree& f, NodeIdx n) {
-  const size_t k = shares_.size();
-  const auto i = static_cast<size_t>(n);
-  if (f.stamp != 0 && i < cached_stamp_.size() && cached_stamp_[i] == f.stamp) {
-    cpu_ = f.cpu;
-    idle_ = f.gpu_total;
-    for (size_t s = 0; s < target_.shapes.size(); ++s) {
-      access_[s] = Accessible(target_.shapes[s], f.model);
-      const size_t j = i * k + static_cast<size_t>(share_of_shape_[s]);
-      usable_[s] = access_[s] ? cached_usable_[j] : 0;
-      less_[s] = access_[s] ? cached_less_[j] : 0;
-    }
-    loaded_frag_ = cached_frag_[i];
+  if (f.stamp == 0) {
+    Load(f);
     return;
   }
-  Load(f);
-  if (f.stamp == 0) return;
+  const size_t k = shares_.size();
+  const auto i = static_cast<size_t>(n);
   if (i >= cached_stamp_.size()) {
     cached_stamp_.resize(i + 1, 0);
     cached_frag_.resize(i + 1, 0.0);
     cached_usable_.resize((i + 1) * k, 0);
     cached_less_.resize((i + 1) * k, 0);
   }
-  cached_stamp_[i] = f.stamp;
-  cached_frag_[i] = loaded_frag_;
-  for (size_t j = 0; j < k; ++j) {
-    cached_usable_[i * k + j] = static_cast<uint8_t>(share_usable_[j]);
-    cached_less_[i * k + j] = static_cast<int32_t>(share_less_[j]);
+  cpu_ = f.cpu;
+  idle_ = f.gpu_total;
+  access_ = AccessRow(f.model);
+  usable_ = cached_usable_.data() + i * k;
+  less_ = cached_less_.data() + i * k;
+  if (cached_stamp_[i] != f.stamp) {
+    Count(f, cached_usable_.data() + i * k, cached_less_.data() + i * k);
+    cached_stamp_[i] = f.stamp;
+    cached_frag_[i] = std::numeric_limits<double>::quiet_NaN();
   }
+  if (std::isnan(cached_frag_[i])) cached_frag_[i] = LoadedFrag();
+  loaded_frag_ = cached_frag_[i];
+}
+
+void FragModel::KeepCounts(FragModel& older) {
+  if (older.shares_ != shares_) return;
+  cached_stamp_ = std::move(older.cached_stamp_);
+  cached_usable_ = std::move(older.cached_usable_);
+  cached_less_ = std::move(older.cached_less_);
+  cached_frag_.assign(cached_stamp_.size(), std::numeric_limits<double>::quiet_NaN());
 }
 
 double FragModel::After(int64_t cpu, int old_r, int new_r, int count) const {
@@ -126,8 +147,8 @@ double FragModel::After(int64_t cpu, int old_r, int new_r, int count) const {
       frag += s.popularity * static_cast<double>(idle);
       continue;
     }
-    int usable = usable_[i];
-    int64_t less = less_[i];
+    int usable = usable_[share_of_shape_[i]];
+    int64_t less = less_[share_of_shape_[i]];
     if (old_r >= s.gpu_milli) {
       usable -= count;
     } else {

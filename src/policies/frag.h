@@ -26,7 +26,7 @@ class FragModel {
   // F_n(M) of the node as it is.
   double Frag(const NodeFree& f) const;
 
-  // Prepares per-shape counts for node f; the After* calls then refer to this node.
+  // Prepares node f's counts; the After calls then refer to the last node this object loaded.
   void Load(const NodeFree& f);
   // The same, remembering the counts of node index n by the node's stamp: a node loaded again
   // unchanged (for another demand shape) skips counting its GPUs and the shape terms.
@@ -35,23 +35,39 @@ class FragModel {
   // F after taking `cpu` milli-CPU and lowering `count` GPUs whose free share is `old_r` to
   // `new_r` (count 0 = CPU only).
   double After(int64_t cpu, int old_r, int new_r, int count) const;
+  // Takes over `older`'s per-node counts when both models have the same distinct shares (the
+  // counts depend on nothing else); F is recomputed from them at each node's next Load.
+  void KeepCounts(FragModel& older);
 
  private:
+  // Counts f's GPUs per distinct share: with r >= share, and the sum of r < share.
+  void Count(const NodeFree& f, uint8_t* usable, int32_t* less) const;
+  // F of the loaded node.
+  double LoadedFrag() const;
+  // The access row of `model`, built on first use.
+  const uint8_t* AccessRow(GpuModelId model);
+
   TargetWorkload target_;
-  // Loaded node.
+  // The distinct per-GPU shares of the shapes (ascending), and each shape's index into them:
+  // a node's GPUs are counted once per distinct share, not once per shape.
+  std::vector<int> shares_;
+  std::vector<int> share_of_shape_;
+  // Per GPU model (row index by model id, -1 = not built yet): per shape, 1 when the model is
+  // allowed and the shape needs a GPU.
+  std::vector<int16_t> access_row_;
+  std::vector<uint8_t> access_rows_;
+  // Loaded node: CPU, idle GPU, F, its model's access row and its per-share counts (GPUs with
+  // r >= share, sum of r < share), in scratch_* or in the per-node cache.
   int64_t cpu_ = 0;
   int64_t idle_ = 0;
   double loaded_frag_ = 0;
-  std::vector<int> usable_;      // per shape: GPUs with r >= d_m
-  std::vector<int64_t> less_;    // per shape: sum of r_g < d_m
-  std::vector<uint8_t> access_;  // per shape: model allowed and shape needs a GPU
-  // The distinct per-GPU shares of the shapes, and each shape's index into them: Load counts
-  // a node's GPUs once per distinct share, not once per shape.
-  std::vector<int> shares_;
-  std::vector<int> share_of_shape_;
-  std::vector<int> share_usable_;
-  std::vector<int64_t> share_less_;
-  // Per node index: the stamp loaded, F, and the per-share counts (shares_.size() each).
+  const uint8_t* access_ = nullptr;
+  const uint8_t* usable_ = nullptr;
+  const int32_t* less_ = nullptr;
+  std::vector<uint8_t> scratch_usable_;
+  std::vector<int32_t> scratch_less_;
+  // Per node index: the stamp loaded, F (NaN: not computed since KeepCounts), and the
+  // per-share counts (shares_.size() each).
   std::vector<uint64_t> cached_stamp_;
   std::vector<double> cached_frag_;
   std::vector<uint8_t> cached_usable_;  // at most kMaxGpusPerNode

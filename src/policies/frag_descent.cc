@@ -30,7 +30,9 @@ void FragDescentScorer::Observe(const Demand& d) {
 }
 
 void FragDescentScorer::Relearn() {
-  model_ = FragModel(Learn(seen_));
+  FragModel next(Learn(seen_));
+  next.KeepCounts(model_);
+  model_ = std::move(next);
   if (++gen_ == 0) {
     for (auto& c : cache_) std::fill(c.begin(), c.end(), Entry{});
     gen_ = 1;

@@ -461,6 +461,54 @@ TEST(FragModelTest, AfterMatchesFragOfTheModifiedNode) {
   EXPECT_GT(checked, 200);
 }
 
+// A model re-learned with the same distinct shares takes over the older model's per-node
+// counts, and must then give exactly what counting afresh gives; with other shares it must
+// count afresh.
+struct KeepCountsCase {
+  std::string label;
+  std::vector<TaskShape> shapes;
+};
+class FragModelKeepCountsTest : public ::testing::TestWithParam<KeepCountsCase> {};
+
+TEST_P(FragModelKeepCountsTest, LoadsAsIfCountedAfresh) {
+  Builder b;
+  const std::vector<NodeIdx> nodes = {
+      AddNodeWithFree(b, "a", 32000, 32000, {300, 1000, 600, 0}, Model("T4")),
+      AddNodeWithFree(b, "b", 32000, 4000, {1000, 1000, 250, 500}, Model("G2")),
+      AddNodeWithFree(b, "c", 32000, 16000, {100, 900}, Model("T4")),
+      AddNodeWithFree(b, "d", 32000, 0, {1000, 1000, 1000, 1000}, Model("V100M32"))};
+  FragModel older(TargetWorkload{{{0, 500, 1, 0, 0.5}, {2000, 1000, 2, 0, 0.5}}});
+  for (NodeIdx n : nodes) older.Load(b.state.free(n), n);
+
+  FragModel kept(TargetWorkload{GetParam().shapes});
+  FragModel fresh(TargetWorkload{GetParam().shapes});
+  kept.KeepCounts(older);
+  auto check = [&](const char* when) {
+    for (NodeIdx n : nodes) {
+      const NodeFree& f = b.state.free(n);
+      kept.Load(f, n);
+      fresh.Load(f);
+      EXPECT_EQ(kept.loaded_frag(), fresh.Frag(f)) << when << " node " << n;
+      EXPECT_EQ(kept.After(1000, 1000, 0, 1), fresh.After(1000, 1000, 0, 1)) << when;
+      EXPECT_EQ(kept.After(0, f.gpu[0], 0, 1), fresh.After(0, f.gpu[0], 0, 1)) << when;
+    }
+  };
+  check("first load");
+  check("loaded again");
+  ASSERT_TRUE(b.state.Allocate(1, Whole(1000, 1), {nodes[1], GpuMask{1}}).ok());
+  check("after a node changed");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, FragModelKeepCountsTest,
+    ::testing::Values(
+        KeepCountsCase{"SameSharesNewWeights", {{0, 500, 1, 0, 0.9}, {2000, 1000, 2, 0, 0.1}}},
+        KeepCountsCase{
+            "SameSharesOtherShapes",
+            {{4000, 500, 1, 0, 0.3}, {0, 1000, 1, Bit("T4"), 0.4}, {0, 1000, 4, 0, 0.3}}},
+        KeepCountsCase{"OtherShares", {{0, 250, 1, 0, 0.6}, {0, 700, 1, 0, 0.4}}}),
+    [](const ::testing::TestParamInfo<KeepCountsCase>& info) { return info.param.label; });
+
 // ---------------------------------------------------------------------------------------
 // GPU selection inside a node.
 
