@@ -33,6 +33,7 @@ void FragDescentScorer::Relearn() {
   FragModel next(Learn(seen_));
   next.KeepCounts(model_);
   model_ = std::move(next);
+  alike_.clear();
   if (++gen_ == 0) {
     for (auto& c : cache_) std::fill(c.begin(), c.end(), Entry{});
     gen_ = 1;
@@ -51,6 +52,7 @@ void FragDescentScorer::PreScore(const ClusterState& state, const Demand& d,
     it = shape_ids_.emplace(key, static_cast<uint32_t>(cache_.size())).first;
     cache_.emplace_back();
   }
+  current_id_ = it->second;
   current_ = &cache_[it->second];
   if (current_->size() < state.num_nodes()) current_->resize(state.num_nodes());
 }
@@ -59,11 +61,33 @@ NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const D
   const NodeFree& f = state.free(n);
   if (current_ == nullptr) return Evaluate(f, d, n);
   Entry& e = (*current_)[n];
-  if (e.stamp != f.stamp || e.gen != gen_) {
+  if (e.gen == gen_ && e.stamp != f.stamp) {
+    // The node changed since this shape last scored it: its new state is rarely shared.
     const NodeScore s = Evaluate(f, d, n);
     e = {f.stamp, static_cast<float>(s.score), static_cast<uint16_t>(s.gpus), gen_};
+  } else if (e.gen != gen_) {
+    NodeKey key{current_id_, f.model, f.gpu_count, f.cpu, {}};
+    std::copy(f.gpu.begin(), f.gpu.begin() + f.gpu_count, key.gpu.begin());
+    if (alike_.size() >= kMaxAlike) alike_.clear();
+    auto [it, added] = alike_.try_emplace(key);
+    if (added) {
+      const NodeScore s = Evaluate(f, d, n);
+      it->second = {0, static_cast<float>(s.score), static_cast<uint16_t>(s.gpus), gen_};
+    }
+    e = {f.stamp, it->second.score, it->second.gpus, gen_};
   }
   return {e.score, e.gpus};
+}
+
+size_t FragDescentScorer::NodeKeyHash::operator()(const NodeKey& k) const {
+  uint64_t h =
+      (static_cast<uint64_t>(k.shape) << 16 | static_cast<uint64_t>(k.model) << 8 | k.gpu_count) *
+      0x9e3779b97f4a7c15ULL;
+  h ^= static_cast<uint64_t>(k.cpu) + 0x632be59bd9b4e019ULL + (h << 6) + (h >> 2);
+  for (int g = 0; g < k.gpu_count; ++g)
+    h ^= static_cast<uint64_t>(static_cast<uint16_t>(k.gpu[g])) + 0x85ebca6bULL + (h << 6) +
+         (h >> 2);
+  return h;
 }
 
 NodeScore FragDescentScorer::Evaluate(const NodeFree& f, const Demand& d, NodeIdx n) {

@@ -7,6 +7,7 @@
 // GPUs; CPU-only demands change only CPU. Not thread-safe.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <unordered_map>
 #include <vector>
@@ -19,7 +20,9 @@ namespace tessera {
 class FragDescentScorer : public Scorer {
  public:
   // Maps a candidate's Delta F (and the node, for tie-break terms) to a score; higher wins.
-  // Among candidates of one node the first with the highest score is kept.
+  // Among candidates of one node the first with the highest score is kept. It must depend on
+  // the node only through its free CPU, GPU model and per-GPU free shares (it may use the
+  // stamp to remember work): nodes alike in those share one evaluation.
   using ScoreFn = std::function<double(double delta, const NodeFree& f, const Demand& d, int gpu)>;
 
   FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online);
@@ -64,6 +67,18 @@ class FragDescentScorer : public Scorer {
   };
   // n: the node's index in the state, for FragModel's per-node counts.
   NodeScore Evaluate(const NodeFree& f, const Demand& d, NodeIdx n);
+  // What a score depends on: the shape's cache index, free CPU, GPU model and free shares.
+  struct NodeKey {
+    uint32_t shape;
+    uint8_t model;
+    uint8_t gpu_count;
+    int64_t cpu;
+    std::array<int16_t, kMaxGpusPerNode> gpu;
+    bool operator==(const NodeKey&) const = default;
+  };
+  struct NodeKeyHash {
+    size_t operator()(const NodeKey& k) const;
+  };
   void Relearn();
 
   std::string name_;
@@ -80,6 +95,13 @@ class FragDescentScorer : public Scorer {
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_ids_;
   std::vector<std::vector<Entry>> cache_;
   std::vector<Entry>* current_ = nullptr;
+  uint32_t current_id_ = 0;
+  // Scores by node content for the current target workload, used when a shape scores a node
+  // for the first time since it was learned: nodes in the same state (most nodes of a type
+  // while the cluster is empty) are evaluated once per shape. Cleared at each re-learning,
+  // and when it holds kMaxAlike entries.
+  static constexpr size_t kMaxAlike = size_t{1} << 16;
+  std::unordered_map<NodeKey, Entry, NodeKeyHash> alike_;
 };
 
 // floor(100 * sigmoid(-delta / 1000)): FGD's integer node score.

@@ -461,6 +461,34 @@ TEST(FragModelTest, AfterMatchesFragOfTheModifiedNode) {
   EXPECT_GT(checked, 200);
 }
 
+// A scorer evaluates nodes in the same state once (FragDescentScorer's memo by node content).
+// Nodes that differ only in free CPU, GPU model or which GPU has which free share must still
+// get their own scores: each equals what a scorer that saw only that node gives.
+TEST(FgdPolicyTest, NodesAlikeShareAnEvaluationOthersDoNot) {
+  Builder b;
+  const std::vector<NodeIdx> nodes = {
+      AddNodeWithFree(b, "a", 32000, 8000, {1000, 500}, Model("T4")),
+      AddNodeWithFree(b, "a-twin", 32000, 8000, {1000, 500}, Model("T4")),
+      AddNodeWithFree(b, "less-cpu", 32000, 4500, {1000, 500}, Model("T4")),
+      AddNodeWithFree(b, "other-model", 32000, 8000, {1000, 500}, Model("G2")),
+      AddNodeWithFree(b, "gpus-swapped", 32000, 8000, {500, 1000}, Model("T4"))};
+  const TargetWorkload t{{TaskShape{4000, 1000, 1, 0, 0.5}, TaskShape{0, 500, 1, Bit("T4"), 0.5}}};
+  const Demand d = Share(1000, 250);
+  auto shared = MakeFgdScorer(t);
+  Rng rng(1);
+  shared->PreScore(b.state, d, nodes, rng);
+  std::vector<NodeScore> alone;
+  for (NodeIdx n : nodes) {
+    alone.push_back(ScoreOne(*MakeFgdScorer(t), b.state, n, d));
+    const NodeScore s = shared->Score(b.state, n, d);
+    EXPECT_EQ(s.score, alone.back().score) << b.state.spec(n).name;
+    EXPECT_EQ(s.gpus, alone.back().gpus) << b.state.spec(n).name;
+  }
+  // The nodes unlike "a" are unlike it in score or GPUs, so sharing would be caught above.
+  for (size_t i = 2; i < nodes.size(); ++i)
+    EXPECT_TRUE(alone[i].score != alone[0].score || alone[i].gpus != alone[0].gpus) << i;
+}
+
 // A model re-learned with the same distinct shares takes over the older model's per-node
 // counts, and must then give exactly what counting afresh gives; with other shares it must
 // count afresh.
