@@ -70,11 +70,9 @@ NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const D
     std::copy(f.gpu.begin(), f.gpu.begin() + f.gpu_count, key.gpu.begin());
     if (alike_.size() >= kMaxAlike) alike_.clear();
     auto [it, added] = alike_.try_emplace(key);
-    if (added) {
-      const NodeScore s = Evaluate(f, d, n);
-      it->second = {0, static_cast<float>(s.score), static_cast<uint16_t>(s.gpus), gen_};
-    }
-    e = {f.stamp, it->second.score, it->second.gpus, gen_};
+    if (added) it->second = Evaluate(f, d, n);
+    e = {f.stamp, static_cast<float>(it->second.score), static_cast<uint16_t>(it->second.gpus),
+         gen_};
   }
   return {e.score, e.gpus};
 }

@@ -101,7 +101,7 @@ class FragDescentScorer : public Scorer {
   // while the cluster is empty) are evaluated once per shape. Cleared at each re-learning,
   // and when it holds kMaxAlike entries.
   static constexpr size_t kMaxAlike = size_t{1} << 16;
-  std::unordered_map<NodeKey, Entry, NodeKeyHash> alike_;
+  std::unordered_map<NodeKey, NodeScore, NodeKeyHash> alike_;
 };
 
 // floor(100 * sigmoid(-delta / 1000)): FGD's integer node score.
