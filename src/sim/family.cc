@@ -1,11 +1,13 @@
 #include "sim/family.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/random.h"
 #include "core/text.h"
 
 namespace tessera {
@@ -90,9 +92,36 @@ Result<FamilyMixResult> RunTraceMix(const std::string& name, const std::string& 
   return Run(std::move(r), nodes, pods, o, t0);
 }
 
+PooledSdRatio PoolSdRatios(const std::vector<double>& log_ratios) {
+  PooledSdRatio p;
+  p.mixes = static_cast<int>(log_ratios.size());
+  if (log_ratios.empty()) return p;
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  p.geomean = std::exp(mean(log_ratios));
+  constexpr int kResamples = 10000;
+  Rng rng(0x5eed5d);
+  std::vector<double> means(kResamples), sample(log_ratios.size());
+  for (double& m : means) {
+    for (double& x : sample) x = log_ratios[rng.Uniform(log_ratios.size())];
+    m = mean(sample);
+  }
+  std::sort(means.begin(), means.end());
+  p.ci_low = std::exp(means[kResamples * 25 / 1000]);
+  p.ci_high = std::exp(means[kResamples * 975 / 1000 - 1]);
+  return p;
+}
+
 FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
                               const std::string& candidate, const std::string& reference) {
   FamilySummary s;
+  std::vector<double> log_ratio_100, log_ratio_130;
+  auto add_log_ratio = [](const Stats& c, const Stats& f, std::vector<double>& out) {
+    if (c.stddev > 0 && f.stddev > 0) out.push_back(std::log(c.stddev / f.stddev));
+  };
   s.candidate = candidate;
   s.reference = reference;
   for (const FamilyMixResult& r : results) {
@@ -117,6 +146,8 @@ FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
       if (b.stddev > 0) return a.stddev / b.stddev;
       return a.stddev > 0 ? std::numeric_limits<double>::infinity() : 0.0;
     };
+    add_log_ratio(c->unalloc_at_100, f->unalloc_at_100, log_ratio_100);
+    add_log_ratio(c->unalloc_at_130, f->unalloc_at_130, log_ratio_130);
     const double sd_ratio = std::max(ratio(c->unalloc_at_100, f->unalloc_at_100),
                                      ratio(c->unalloc_at_130, f->unalloc_at_130));
     s.max_sd_ratio = std::max(s.max_sd_ratio, sd_ratio);
@@ -131,6 +162,8 @@ FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
     s.mean_diff_at_100 += c->unalloc_at_100.mean - f->unalloc_at_100.mean;
     s.mean_diff_at_130 += c->unalloc_at_130.mean - f->unalloc_at_130.mean;
   }
+  s.pooled_sd_ratio_at_100 = PoolSdRatios(log_ratio_100);
+  s.pooled_sd_ratio_at_130 = PoolSdRatios(log_ratio_130);
   if (s.mixes > 0) {
     const double n = s.mixes;
     s.mean_rel_diff_pct_at_100 /= n;
@@ -300,6 +333,16 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
         kFamilyEndSlackPoints, s.within_slack_at_130, s.mixes, Names(s.above_at_130).c_str(),
         kFamilySdRatioLimit, reference.c_str(), s.sd_within_limit, s.mixes,
         Names(s.sd_above).c_str(), s.max_sd_ratio, s.all_bounds_met() ? "yes" : "no");
+    const PooledSdRatio& p100 = s.pooled_sd_ratio_at_100;
+    const PooledSdRatio& p130 = s.pooled_sd_ratio_at_130;
+    if (p100.mixes > 0 && p130.mixes > 0) {
+      out += Printf(
+          "Seed spread over all mixes (geometric mean of the sd ratios, 95%% bootstrap "
+          "interval): %s's sd is %.2fx %s's at 100%% (%.2f-%.2f, %d mixes) and %.2fx at the end "
+          "(%.2f-%.2f, %d mixes).\n",
+          candidate.c_str(), p100.geomean, reference.c_str(), p100.ci_low, p100.ci_high, p100.mixes,
+          p130.geomean, p130.ci_low, p130.ci_high, p130.mixes);
+    }
   }
   return out;
 }
@@ -389,6 +432,12 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
     return j.dump(2) + "\n";
   }
   const FamilySummary s = SummarizeFamily(results, candidate, reference);
+  auto finite = [](double x) { return std::isfinite(x) ? json(x) : json(); };
+  auto pooled = [&](const PooledSdRatio& p) {
+    return json{{"mixes", p.mixes},
+                {"geomean", finite(p.geomean)},
+                {"ci95", json::array({finite(p.ci_low), finite(p.ci_high)})}};
+  };
   j["summary"] = {{"candidate", s.candidate},
                   {"reference", s.reference},
                   {"mixes", s.mixes},
@@ -404,6 +453,8 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                   {"candidate_sd_within_limit", s.sd_within_limit},
                   {"sd_ratio_limit", kFamilySdRatioLimit},
                   {"max_sd_ratio", std::isfinite(s.max_sd_ratio) ? json(s.max_sd_ratio) : json()},
+                  {"pooled_sd_ratio_at_100", pooled(s.pooled_sd_ratio_at_100)},
+                  {"pooled_sd_ratio_at_130", pooled(s.pooled_sd_ratio_at_130)},
                   {"above_at_100", s.above_at_100},
                   {"above_at_130_beyond_slack", s.above_at_130},
                   {"sd_above_limit", s.sd_above},

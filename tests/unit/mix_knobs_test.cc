@@ -244,6 +244,44 @@ TEST(MixFamily, SummaryCountsEachBound) {
   const FamilySummary ok = SummarizeFamily({results[0], results[2]}, "tessera", "fgd");
   EXPECT_TRUE(ok.all_bounds_met());
   EXPECT_FALSE(SummarizeFamily({}, "tessera", "fgd").all_bounds_met());
+  // Pooled spread: sd ratios 1, 1, 1, 1, 2 at 100% arrival, all 1 at the end.
+  EXPECT_EQ(s.pooled_sd_ratio_at_100.mixes, 5);
+  EXPECT_NEAR(s.pooled_sd_ratio_at_100.geomean, std::pow(2.0, 0.2), 1e-12);
+  EXPECT_GE(s.pooled_sd_ratio_at_100.ci_low, 1.0);
+  EXPECT_LE(s.pooled_sd_ratio_at_100.ci_high, 2.0);
+  EXPECT_LT(s.pooled_sd_ratio_at_100.ci_low, s.pooled_sd_ratio_at_100.ci_high);
+  EXPECT_DOUBLE_EQ(s.pooled_sd_ratio_at_130.geomean, 1.0);
+  const std::string table = FamilyTable(results, "tessera", "fgd");
+  EXPECT_NE(table.find("tessera's sd is 1.15x fgd's at 100%"), std::string::npos) << table;
+}
+
+TEST(MixFamily, PooledSdRatioIsTheGeometricMeanWithABootstrapInterval) {
+  const PooledSdRatio none = PoolSdRatios({});
+  EXPECT_EQ(none.mixes, 0);
+  EXPECT_TRUE(std::isnan(none.geomean));
+  EXPECT_TRUE(std::isnan(none.ci_low));
+
+  const PooledSdRatio same = PoolSdRatios({std::log(0.5), std::log(0.5), std::log(0.5)});
+  EXPECT_NEAR(same.geomean, 0.5, 1e-12);
+  EXPECT_NEAR(same.ci_low, 0.5, 1e-12);
+  EXPECT_NEAR(same.ci_high, 0.5, 1e-12);
+
+  // Two mixes, ratios 2 and 0.5: a resample's mean is ln 2, 0 or -ln 2, each end of the
+  // interval is reached by a quarter of the resamples.
+  const PooledSdRatio two = PoolSdRatios({std::log(2.0), std::log(0.5)});
+  EXPECT_EQ(two.mixes, 2);
+  EXPECT_NEAR(two.geomean, 1.0, 1e-12);
+  EXPECT_NEAR(two.ci_low, 0.5, 1e-12);
+  EXPECT_NEAR(two.ci_high, 2.0, 1e-12);
+
+  // A family that is tighter on most mixes: the whole interval lies below 1.
+  std::vector<double> logs;
+  for (int i = 0; i < 40; ++i) logs.push_back(std::log(i % 8 == 0 ? 1.6 : 0.6));
+  const PooledSdRatio tight = PoolSdRatios(logs);
+  EXPECT_LT(tight.ci_high, 1.0);
+  EXPECT_LT(tight.ci_low, tight.geomean);
+  EXPECT_GT(tight.ci_high, tight.geomean);
+  EXPECT_EQ(PoolSdRatios(logs).ci_low, tight.ci_low);  // deterministic
 }
 
 FamilyMixResult FakeReplay(const std::string& name, double c_alloc, double c_p95, double f_alloc,
