@@ -96,18 +96,15 @@ PooledSdRatio PoolSdRatios(const std::vector<double>& log_ratios) {
   PooledSdRatio p;
   p.mixes = static_cast<int>(log_ratios.size());
   if (log_ratios.empty()) return p;
-  auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return sum / static_cast<double>(v.size());
-  };
-  p.geomean = std::exp(mean(log_ratios));
+  p.geomean = std::exp(Stats::Of(log_ratios).mean);
   constexpr int kResamples = 10000;
+  const size_t n = log_ratios.size();
   Rng rng(0x5eed5d);
-  std::vector<double> means(kResamples), sample(log_ratios.size());
+  std::vector<double> means(kResamples);
   for (double& m : means) {
-    for (double& x : sample) x = log_ratios[rng.Uniform(log_ratios.size())];
-    m = mean(sample);
+    double sum = 0;
+    for (size_t i = 0; i < n; ++i) sum += log_ratios[rng.Uniform(n)];
+    m = sum / static_cast<double>(n);
   }
   std::sort(means.begin(), means.end());
   p.ci_low = std::exp(means[kResamples * 25 / 1000]);
