@@ -425,6 +425,7 @@ bool Admission::Impl::TryAdmit(ClusterState& state, Job& j, int f, double now,
   j.st = JobState::kRunning;
   running[j.queue].insert(j.spec.id);
   j.start = now;
+  j.admitted_at = now;
   j.why.clear();
   j.timed_out = false;
   qs[j.queue].usage[f] += charge;
@@ -628,7 +629,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     }
     j.ready_slice.reset();
     // A job that waits for a re-layout fits once the layout is made: it does not preempt. A
-    // whole-GPU slice job may preempt and then wait for the layout of the GPUs it cleared.
+    // single-pod slice job may preempt and then wait for the layout of the GPU(s) it cleared.
     if (!admitted && j.relayouts.empty() && config_.preemption &&
         preemption_attempts < config_.max_preemption_attempts_per_cycle) {
       ++preemption_attempts;
@@ -679,6 +680,9 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
         held = state.Allocate(hold, host, Placement{node, 0}).ok();
       }
       if (held) holds.push_back(hold);
+      // The job now waits for its own layouts, not for a reserved node to drain: the
+      // reservation ends at once, as the sharing simulation's ends when the job is placed.
+      im.DropReservation(j);
       for (const MigReconfig& r : j.relayouts) {
         LayoutProposal& proposal = out.relayouts.emplace_back();
         proposal.job = j.spec.id;
@@ -694,7 +698,7 @@ Result<CycleResult> Admission::RunCycle(ClusterState& state, double now) {
     j.why = first_why;
     j.why_reason = first_reason;
     const bool gang = j.spec.pods > 1 || j.spec.pod.num_gpu > 1;
-    if (placement_failed && gang && config_.reservations && !j.timed_out) {
+    if (placement_failed && gang && config_.reservations && !j.timed_out && !waits_for_layout) {
       if (!j.has_reservation) im.Reserve(state, j, first_flavor);
       if (j.has_reservation) {
         const int need = j.spec.min_member > 0 ? j.spec.min_member : j.spec.pods;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -46,6 +47,9 @@ struct Admission::Impl {
     int queue = 0;
     JobState st = JobState::kPending;
     double start = -1;
+    // When a cycle admitted it (TryAdmit); adopted jobs keep -inf. A job admitted at the
+    // current time is never a preemption victim.
+    double admitted_at = -std::numeric_limits<double>::infinity();
     double waiting_since = 0;
     int flavor = -1;  // while running: index into the queue's flavors
     Resources charged;

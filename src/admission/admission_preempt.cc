@@ -52,7 +52,9 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     for (WorkloadId id : running[q]) {
       const Job& v = jobs.at(id);
       if (id == j.spec.id || !v.spec.preemptible) continue;
-      if (now - v.start < self->config_.min_runtime_s) continue;
+      // A job admitted at this very time is never a victim: evicting it loses nothing but
+      // undoes a decision of the same moment.
+      if (now - v.start < self->config_.min_runtime_s || now <= v.admitted_at) continue;
       bool ok = false, reclaim = false;
       if (v.queue == j.queue) {
         ok = qspec.within_queue != WithinQueuePreemption::kNever &&
@@ -78,11 +80,11 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     if (a.start != b.start) return a.start > b.start;
     return a.id < b.id;
   };
-  // One pod of whole GPUs in the sharing path: the victims are PlanEviction's over every
-  // candidate (sharing/eviction.h), the rule the sharing simulation follows too.
-  const bool whole_slice = j.spec.slice && j.spec.slice->whole_gpus >= 1 && j.spec.pods == 1;
+  // One pod in the sharing path (whole GPUs or a fraction): the victims are PlanEviction's
+  // over every candidate (sharing/eviction.h), the rule the sharing simulation follows too.
+  const bool one_slice = j.spec.slice && j.spec.pods == 1;
   const size_t limit = static_cast<size_t>(self->config_.max_victims_per_attempt);
-  if (whole_slice) {
+  if (one_slice) {
     // PlanEviction weighs every candidate itself: no bound, no order.
   } else if (cands.size() > limit) {
     std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(limit),
@@ -246,7 +248,7 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     }
   };
   std::vector<Saved> victims;
-  if (whole_slice) {
+  if (one_slice) {
     std::map<WorkloadId, EvictionCandidate> pods;
     std::map<WorkloadId, WorkloadId> job_of;  // pod -> job
     for (const Cand& c : cands) {
@@ -265,7 +267,31 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     for (NodeIdx n = 0; n < state.num_nodes(); ++n) allowed[n] = node_allowed(n) ? 1 : 0;
     SliceDemand sd = *j.spec.slice;
     sd.models = fd.models;
-    const auto plan = PlanEviction(state, sd, pods, &allowed);
+    // Whether j fits, at once or after a MIG re-layout of the node the victims are on, with
+    // exactly the jobs of `victims` evicted; the ledger and queues are left as they were.
+    auto probe = [&](const std::vector<WorkloadId>& victims) {
+      std::set<WorkloadId> out_jobs;
+      for (WorkloadId pod : victims) out_jobs.insert(job_of.at(pod));
+      const SliceAssignment* at = state.Find(victims.front());
+      const NodeIdx node = at ? at->node : state.num_nodes();
+      for (WorkloadId id : out_jobs) evict(id);
+      Job p = j;
+      p.relayouts.clear();
+      const QueueState saved = qs[j.queue];
+      bool pf = false;
+      bool ok = TryAdmit(state, p, f, now, &pf);
+      if (ok) {
+        for (auto it = p.pods.rbegin(); it != p.pods.rend(); ++it) (void)state.Release(*it);
+        qs[j.queue] = saved;
+        running[j.queue].erase(j.spec.id);
+      } else {
+        ok = !p.relayouts.empty() && p.relayouts.front().node == node;
+      }
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) restore(*it);
+      taken.clear();
+      return ok;
+    };
+    const auto plan = PlanEviction(state, sd, pods, &allowed, probe);
     if (!plan) return false;
     std::set<WorkloadId> chosen;
     for (WorkloadId pod : plan->victims) chosen.insert(job_of.at(pod));

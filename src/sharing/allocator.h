@@ -72,8 +72,9 @@ class SharingAllocator {
   const std::vector<uint8_t>* NodesFor(const ClusterState& cluster, WorkloadId id) {
     return Allowed(cluster, id, Scope::kAll);
   }
-  // The workload will not be retried (it gave up): its reservation ends.
-  void Forget(WorkloadId id) { reserved_.erase(id); }
+  // The workload will not be retried (it gave up): its reservation ends. True when it held one
+  // (its node is open to other work again).
+  bool Forget(WorkloadId id) { return reserved_.erase(id) > 0; }
   size_t reserved_nodes() const { return reserved_.size(); }
   // Nodes protected at the last Place call, and the GPUs the forecast asked for then.
   size_t protected_nodes() const;

@@ -28,11 +28,27 @@ double HeldGpuShare(const ClusterState& cluster, const SliceAssignment& a) {
   return 0;
 }
 
+namespace {
+
+// A workload's slice on its node, as an order key: its first GPU, MIG instance start, memory
+// limit, thread % and milli-GPU. Ties in cost are broken by it before ids, so that callers
+// numbering workloads differently (the simulation, the scheduler) choose the same victims
+// unless two victims hold equal slices.
+using SliceKey = std::tuple<int, int, int64_t, int, int>;
+SliceKey Position(const ClusterState& cluster, WorkloadId id) {
+  const SliceAssignment* a = cluster.Find(id);
+  if (!a || a->gpus == 0) return {-1, -1, 0, 0, 0};
+  return {std::countr_zero(a->gpus), a->mig_start, a->memory_mib, a->thread_pct, a->gpu_milli};
+}
+
+}  // namespace
+
 std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const SliceDemand& d,
                                          const std::map<WorkloadId, EvictionCandidate>& candidates,
-                                         const std::vector<uint8_t>* allowed) {
-  const int need = d.whole_gpus;
-  if (need < 1 || candidates.empty()) return std::nullopt;
+                                         const std::vector<uint8_t>* allowed,
+                                         const EvictionProbe& probe) {
+  const int need = std::max(1, d.whole_gpus);  // a fraction needs one cleared GPU
+  if (candidates.empty()) return std::nullopt;
   std::optional<EvictionPlan> best;
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
     if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
@@ -81,16 +97,17 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
     }
     if (cpu < d.cpu.v || mem < d.host_memory.v) {
       // Host room: the node's other candidates, cheapest first.
-      std::vector<std::pair<double, WorkloadId>> more;
+      std::vector<std::tuple<double, SliceKey, WorkloadId>> more;  // cost, slice, id
       for (int g = 0; g < count; ++g) {
         for (WorkloadId id : on[g]) {
           auto it = candidates.find(id);
-          if (it != candidates.end() && !victims.count(id)) more.push_back({it->second.cost, id});
+          if (it == candidates.end() || victims.count(id)) continue;
+          more.push_back({it->second.cost, Position(cluster, id), id});
         }
       }
       std::sort(more.begin(), more.end());
       more.erase(std::unique(more.begin(), more.end()), more.end());
-      for (const auto& [c, id] : more) {
+      for (const auto& [c, slice, id] : more) {
         if (cpu >= d.cpu.v && mem >= d.host_memory.v) break;
         victims.insert(id);
         cpu += candidates.at(id).cpu.v;
@@ -104,6 +121,24 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
     if (!best || std::make_pair(plan.victims.size(), plan.cost) <
                      std::make_pair(best->victims.size(), best->cost))
       best = std::move(plan);
+  }
+  if (best && d.whole_gpus < 1 && probe && best->victims.size() > 1) {
+    std::vector<WorkloadId> order = best->victims;
+    std::sort(order.begin(), order.end(), [&](WorkloadId a, WorkloadId b) {
+      const double ca = candidates.at(a).cost, cb = candidates.at(b).cost;
+      if (ca != cb) return ca > cb;
+      const auto pa = Position(cluster, a), pb = Position(cluster, b);
+      return pa != pb ? pa < pb : a < b;
+    });
+    for (WorkloadId keep : order) {
+      if (best->victims.size() == 1) break;
+      std::vector<WorkloadId> rest;
+      for (WorkloadId v : best->victims)
+        if (v != keep) rest.push_back(v);
+      if (probe(rest)) best->victims = std::move(rest);
+    }
+    best->cost = 0;
+    for (WorkloadId id : best->victims) best->cost += candidates.at(id).cost;
   }
   return best;
 }

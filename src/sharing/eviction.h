@@ -1,5 +1,6 @@
-// PlanEviction: which running workloads to evict so that a demand for whole GPUs fits on one
-// node. Used when a workload of higher priority does not fit (docs/SHARING.md, "Preemption").
+// PlanEviction: which running workloads to evict so that a demand fits on one node: whole GPUs,
+// or for a fraction (whole_gpus < 1) one GPU. Used when a workload of higher priority does not
+// fit (docs/SHARING.md, "Preemption").
 //
 // Contract:
 //   * Pure: reads the ledger, changes nothing. Deterministic.
@@ -8,15 +9,24 @@
 //   * Nodes considered: allowed (null = all), of a model the demand allows, with at least
 //     `whole_gpus` GPUs of at least the demand's peak memory.
 //   * On a node, a GPU can be cleared when every workload on it is a candidate. The plan
-//     clears the `whole_gpus` clearable GPUs whose workloads cost least (a GPU already empty
-//     costs nothing). If the node's host CPU or memory would still fall short, it also evicts
-//     the node's other candidates, cheapest first, until they suffice.
-//   * The plan of least total cost wins; ties go to fewer victims, then the lower node index.
+//     clears the max(1, `whole_gpus`) clearable GPUs with the fewest workloads, then the least
+//     cost (a GPU already empty costs nothing). If the node's host CPU or memory would still
+//     fall short, it also evicts the node's other candidates, cheapest first, until they
+//     suffice.
+//   * A fraction may need less than a cleared GPU. With a `probe`, the winning plan's victims
+//     are then reprieved one at a time, the costliest first: a victim stays when `probe` says
+//     the demand still fits with only the other victims evicted. `probe` is asked only for a
+//     fraction, only for a plan of two or more victims, with a subset of the plan's victims; it
+//     must leave the ledger as it found it.
+//   * The plan with the fewest victims wins, then the least total cost, then the lower node
+//     index. Ties in cost between workloads are broken by where their slices lie (GPU, MIG
+//     instance, size), not by id, so callers that number workloads differently agree.
 //     Plans that evict nothing are not returned: the caller asks only after the demand failed
 //     to fit, so something this model does not see blocks that node.
 //   * Victims are listed in id order; nullopt when no node can be cleared.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,9 +55,12 @@ struct EvictionPlan {
 // every caller uses it, so that the simulation and the scheduler choose the same victims.
 double HeldGpuShare(const ClusterState& cluster, const SliceAssignment& a);
 
-// Demands that are not for whole GPUs (whole_gpus < 1) get nullopt.
+// True when the demand fits once exactly `victims` are evicted.
+using EvictionProbe = std::function<bool(const std::vector<WorkloadId>& victims)>;
+
 std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const SliceDemand& d,
                                          const std::map<WorkloadId, EvictionCandidate>& candidates,
-                                         const std::vector<uint8_t>* allowed);
+                                         const std::vector<uint8_t>* allowed,
+                                         const EvictionProbe& probe = nullptr);
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 #include <queue>
 #include <set>
 
+#include "admission/admission.h"
 #include "sharing/allocator.h"
 #include "sharing/eviction.h"
 
@@ -41,8 +42,9 @@ class Strategy {
   virtual void Clock(SimTime) {}
   virtual Result<bool> Place(ClusterState& c, const SharingWorkload& w, WorkloadId base,
                              Placement* out) = 0;
-  // The workload placed as `base` gave up waiting; it is not retried.
-  virtual void GaveUp(WorkloadId) {}
+  // The workload placed as `base` gave up waiting; it is not retried. True when that opened
+  // room to other workloads (a reservation ended).
+  virtual bool GaveUp(WorkloadId) { return false; }
   // The nodes on which workloads may be evicted for the one placed as `base` (null = all).
   virtual const std::vector<uint8_t>* PreemptNodes(const ClusterState&, WorkloadId) {
     return nullptr;
@@ -251,7 +253,7 @@ class TesseraStrategy final : public Strategy {
     alloc_.Observe(d, static_cast<double>(t));
   }
   void Clock(SimTime t) override { alloc_.AdvanceClock(static_cast<double>(t)); }
-  void GaveUp(WorkloadId base) override { alloc_.Forget(base); }
+  bool GaveUp(WorkloadId base) override { return alloc_.Forget(base); }
   const std::vector<uint8_t>* PreemptNodes(const ClusterState& c, WorkloadId base) override {
     return alloc_.NodesFor(c, base);
   }
@@ -423,6 +425,11 @@ class Simulation {
   std::vector<uint8_t> evicted_;
   std::vector<size_t> requeue_;  // evicted during the current event: join queue_ at its end
   bool preemption_ = false;
+  // Workloads of this pass that may still try preemption: a pass is a scheduling cycle, and
+  // the scheduler bounds the attempts per cycle (AdmissionConfig).
+  int preemption_attempts_left_ = 0;
+  bool retry_at_arrival_ = false;  // a give-up opened room; the next arrival tries the queue
+  bool departed_ = false;          // a departure of the current second; the queue is tried after
 };
 
 Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
@@ -433,7 +440,8 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   placing_t_ = t;
   auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &p);
   if (!placed.ok()) return placed.status();
-  if (!*placed && preemption_) {
+  if (!*placed && preemption_ && preemption_attempts_left_ > 0) {
+    --preemption_attempts_left_;
     placed = TryPreempt(wi, t, &p);
     if (!placed.ok()) return placed.status();
   }
@@ -472,27 +480,44 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
 }
 
 Status Simulation::RetryQueue(SimTime t) {
-  std::vector<size_t> order;
-  for (size_t q : queue_)
-    if (state_[q] == State::kQueued) order.push_back(q);
-  SortByPriority(order);
-  std::vector<size_t> still;
-  for (size_t q : order) {
-    auto placed = TryPlace(q, t);
-    if (!placed.ok()) return placed.status();
-    if (!*placed) still.push_back(q);
+  while (true) {
+    std::vector<size_t> order;
+    for (size_t q : queue_)
+      if (state_[q] == State::kQueued) order.push_back(q);
+    SortByPriority(order);
+    std::vector<size_t> still;
+    bool placed_any = false;
+    preemption_attempts_left_ = AdmissionConfig{}.max_preemption_attempts_per_cycle;
+    for (size_t q : order) {
+      auto placed = TryPlace(q, t);
+      if (!placed.ok()) return placed.status();
+      if (*placed) {
+        placed_any = true;
+      } else {
+        still.push_back(q);
+      }
+    }
+    queue_ = std::move(still);
+    // With priorities, a pass that placed or evicted anything is followed by another, as a
+    // scheduler cycles again after binds and evictions: what was just placed may be a victim
+    // for a waiting workload of higher priority. Evicted workloads join the queue at its end,
+    // in workload order (their pods are recreated after the cycle).
+    const bool evicted = !requeue_.empty();
+    std::sort(requeue_.begin(), requeue_.end());
+    queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
+    requeue_.clear();
+    if (!preemption_ || !(placed_any || evicted)) return Status::Ok();
   }
-  queue_ = std::move(still);
-  return Status::Ok();
 }
 
 Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
   const SharingWorkload& w = w_[wi];
-  if (w.demand.whole_gpus < 1) return false;
   const int priority = s_.classes[w.cls].priority;
   std::map<WorkloadId, EvictionCandidate> candidates;
   for (size_t o : running_) {
-    if (s_.classes[w_[o].cls].priority >= priority || parts_[o].empty()) continue;
+    // Placed at this very time: not a victim (as in the scheduler's Admission).
+    if (s_.classes[w_[o].cls].priority >= priority || parts_[o].empty() || start_t_[o] >= t)
+      continue;
     const SliceDemand& d = w_[o].demand;
     for (size_t i = 0; i < parts_[o].size(); ++i) {
       EvictionCandidate& c = candidates[parts_[o][i].ledger_id];
@@ -502,21 +527,36 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
       c.host_memory = d.host_memory;
     }
   }
-  const auto plan = PlanEviction(c_, w.demand, candidates,
-                                 strategy_.PreemptNodes(c_, (wi + 1) * kPartsPerWorkload));
+  const WorkloadId base = (wi + 1) * kPartsPerWorkload;
+  const ClusterState saved = c_;
+  // Evicts the workloads of the ledger ids `ids` (all their parts) from c_.
+  auto evict = [&](const std::vector<WorkloadId>& ids, std::set<size_t>* victims) -> Status {
+    for (WorkloadId id : ids) victims->insert(static_cast<size_t>(id / kPartsPerWorkload - 1));
+    for (size_t v : *victims) {
+      for (const Part& part : parts_[v]) {
+        Status st = c_.Release(part.ledger_id);
+        if (!st.ok()) return Internal(m_.strategy + ": eviction failed: " + st.message());
+      }
+    }
+    return Status::Ok();
+  };
+  Status probe_error = Status::Ok();
+  auto probe = [&](const std::vector<WorkloadId>& ids) {
+    std::set<size_t> victims;
+    Status st = evict(ids, &victims);
+    Placement q;
+    auto placed = st.ok() ? strategy_.Place(c_, w, base, &q) : Result<bool>(st);
+    c_ = saved;
+    if (!placed.ok() && probe_error.ok()) probe_error = placed.status();
+    return placed.ok() && *placed;
+  };
+  const auto plan = PlanEviction(c_, w.demand, candidates, strategy_.PreemptNodes(c_, base), probe);
+  TESSERA_RETURN_IF_ERROR(probe_error);
   if (!plan) return false;
   std::set<size_t> victims;
-  for (WorkloadId id : plan->victims)
-    victims.insert(static_cast<size_t>(id / kPartsPerWorkload - 1));
-  const ClusterState saved = c_;
-  for (size_t v : victims) {
-    for (const Part& part : parts_[v]) {
-      Status st = c_.Release(part.ledger_id);
-      if (!st.ok()) return Internal(m_.strategy + ": eviction failed: " + st.message());
-    }
-  }
+  TESSERA_RETURN_IF_ERROR(evict(plan->victims, &victims));
   Placement q;
-  auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &q);
+  auto placed = strategy_.Place(c_, w, base, &q);
   if (!placed.ok()) return placed.status();
   if (!*placed) {
     c_ = saved;
@@ -670,15 +710,22 @@ Result<SharingMetrics> Simulation::Run() {
     events_.pop();
     Advance(e.t);
     if (e.type == kDeparture) {
-      if (state_[e.w] != State::kRunning || end_t_[e.w] != e.t) continue;  // evicted since
-      TESSERA_RETURN_IF_ERROR(Release(e.w));
+      // The queue is tried once after the last departure of a second; a stale one (the
+      // workload was evicted since) frees nothing but may be that last one.
+      if (state_[e.w] == State::kRunning && end_t_[e.w] == e.t) {
+        TESSERA_RETURN_IF_ERROR(Release(e.w));
+        departed_ = true;
+      }
       const bool more =
           !events_.empty() && events_.top().t == e.t && events_.top().type == kDeparture;
-      if (!more) TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+      if (!more && departed_) {
+        departed_ = false;
+        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+      }
     } else if (e.type == kGiveUp) {
       if (state_[e.w] == State::kQueued && giveup_t_[e.w] == e.t) {
         state_[e.w] = State::kAbandoned;
-        strategy_.GaveUp((e.w + 1) * kPartsPerWorkload);
+        if (strategy_.GaveUp((e.w + 1) * kPartsPerWorkload)) retry_at_arrival_ = true;
       }
     } else {
       // Arrivals of one second: with priorities, the higher first (as one scheduling cycle
@@ -690,6 +737,22 @@ Result<SharingMetrics> Simulation::Run() {
         events_.pop();
       }
       SortByPriority(arrivals);
+      if (retry_at_arrival_ || preemption_) {
+        // Like a scheduling cycle, the arrivals join the queue and the whole queue is tried:
+        // when a reservation ended since the queue was last tried, and with priorities (a
+        // waiting workload may preempt one placed since).
+        retry_at_arrival_ = false;
+        for (size_t a : arrivals) {
+          ++m_.arrived_by_class[w_[a].cls];
+          strategy_.Observe(w_[a].demand, e.t);
+          state_[a] = State::kQueued;
+          queue_.push_back(a);
+          giveup_t_[a] = e.t + w_[a].patience_s;
+          events_.push(Event{giveup_t_[a], kGiveUp, a});
+        }
+        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+        arrivals.clear();
+      }
       for (size_t a : arrivals) {
         const SharingWorkload& aw = w_[a];
         ++m_.arrived_by_class[aw.cls];
@@ -706,11 +769,7 @@ Result<SharingMetrics> Simulation::Run() {
     }
     // Evicted workloads wait at the end of the queue; the queue is tried again with the room
     // the evictions left.
-    while (!requeue_.empty()) {
-      queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
-      requeue_.clear();
-      TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
-    }
+    if (!requeue_.empty()) TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
     if (++processed % kInvariantEvery == 0) {
       Status st = c_.CheckInvariants();
       if (!st.ok()) return Internal(m_.strategy + ": ledger invariant broken: " + st.message());
