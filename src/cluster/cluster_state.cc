@@ -233,6 +233,20 @@ std::vector<WorkloadId> ClusterState::OnGpu(NodeIdx n, int g) const {
   return out;
 }
 
+std::vector<std::vector<std::vector<WorkloadId>>> ClusterState::Occupants() const {
+  std::vector<std::vector<std::vector<WorkloadId>>> out(num_nodes());
+  for (NodeIdx n = 0; n < num_nodes(); ++n) out[n].resize(std::max(0, gpu_count(n)));
+  for (const auto& [id, e] : ledger_) {
+    if (e.slice.node >= out.size()) continue;
+    auto& gpus = out[e.slice.node];
+    for (size_t g = 0; g < gpus.size(); ++g)
+      if ((e.slice.gpus >> g) & 1) gpus[g].push_back(id);
+  }
+  for (auto& gpus : out)
+    for (auto& ids : gpus) std::sort(ids.begin(), ids.end());
+  return out;
+}
+
 namespace {
 
 // Checks one GPU's incremental state against the state recomputed from the ledger, and its

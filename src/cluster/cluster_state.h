@@ -116,8 +116,10 @@ class ClusterState {
   size_t num_allocations() const { return ledger_.size(); }
   // The slice of an allocated workload (whole GPUs: kExclusive; shares: kShare); null if none.
   const SliceAssignment* Find(WorkloadId id) const;
-  // Workloads on node n, GPU g (any kind), in id order.
+  // Workloads on node n, GPU g (any kind), in id order. One pass over the ledger.
   std::vector<WorkloadId> OnGpu(NodeIdx n, int g) const;
+  // The same for every GPU at once, indexed [node][gpu]; one pass over the ledger.
+  std::vector<std::vector<std::vector<WorkloadId>>> Occupants() const;
 
   // Applies a new MIG state to one GPU (see the contract above). mig_enabled = false requires
   // an empty layout. Reports the instances destroyed and created.

@@ -50,6 +50,7 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
   const int need = std::max(1, d.whole_gpus);  // a fraction needs one cleared GPU
   if (candidates.empty()) return std::nullopt;
   std::optional<EvictionPlan> best;
+  const auto occupants = cluster.Occupants();
   for (NodeIdx n = 0; n < cluster.num_nodes(); ++n) {
     if (allowed && (n >= allowed->size() || !(*allowed)[n])) continue;
     const int count = cluster.gpu_count(n);
@@ -65,7 +66,7 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
     std::vector<Gpu> clearable;
     std::vector<std::vector<WorkloadId>> on(count);
     for (int g = 0; g < count; ++g) {
-      on[g] = cluster.OnGpu(n, g);
+      on[g] = occupants[n][g];
       if (cluster.gpu(n, g).memory_mib < d.memory_mib) continue;
       double cost = 0;
       bool ok = true;

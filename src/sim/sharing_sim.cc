@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -377,7 +378,9 @@ class Simulation {
   // Takes the workload off the ledger (unless already done) and out of the running set.
   Status Release(size_t wi, bool ledger = true);
   // Tries the waiting workloads again: higher priority first, then in the order they queued.
-  Status RetryQueue(SimTime t);
+  // Without `room_freed` (nothing left the ledger since the queue was last tried), a workload
+  // that was tried before and can preempt nobody is passed over: it would not fit now either.
+  Status RetryQueue(SimTime t, bool room_freed);
   // Orders workloads by class priority, higher first, keeping the order of equals.
   void SortByPriority(std::vector<size_t>& ws) const {
     std::stable_sort(ws.begin(), ws.end(), [&](size_t a, size_t b) {
@@ -412,6 +415,7 @@ class Simulation {
   std::vector<std::vector<std::vector<size_t>>> on_gpu_;  // running workloads per GPU
   std::vector<std::vector<int64_t>> ts_peak_;             // time-sliced GPUs: sum of real peaks
   std::set<size_t> running_;
+  std::map<int, int> running_by_priority_;  // running workloads per class priority
   std::vector<size_t> queue_;
   std::vector<double> waits_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
@@ -423,6 +427,7 @@ class Simulation {
   // (events at other times are stale: the workload was evicted and waits or runs again).
   std::vector<SimTime> start_t_, end_t_, giveup_t_;
   std::vector<uint8_t> evicted_;
+  std::vector<uint8_t> untried_;  // queued and not tried since it arrived or was evicted
   std::vector<size_t> requeue_;  // evicted during the current event: join queue_ at its end
   bool preemption_ = false;
   // Workloads of this pass that may still try preemption: a pass is a scheduling cycle, and
@@ -476,10 +481,11 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   Record(wi, p);
   parts_[wi] = std::move(p.parts);
   running_.insert(wi);
+  ++running_by_priority_[s_.classes[w.cls].priority];
   return true;
 }
 
-Status Simulation::RetryQueue(SimTime t) {
+Status Simulation::RetryQueue(SimTime t, bool room_freed) {
   while (true) {
     std::vector<size_t> order;
     for (size_t q : queue_)
@@ -489,6 +495,16 @@ Status Simulation::RetryQueue(SimTime t) {
     bool placed_any = false;
     preemption_attempts_left_ = AdmissionConfig{}.max_preemption_attempts_per_cycle;
     for (size_t q : order) {
+      const bool may_preempt =
+          preemption_ && !running_by_priority_.empty() &&
+          running_by_priority_.begin()->first < s_.classes[w_[q].cls].priority;
+      if (!room_freed && !untried_[q] && !may_preempt) {
+        // The scheduler would try it, fail and count a preemption attempt for it.
+        if (preemption_attempts_left_ > 0) --preemption_attempts_left_;
+        still.push_back(q);
+        continue;
+      }
+      untried_[q] = 0;
       auto placed = TryPlace(q, t);
       if (!placed.ok()) return placed.status();
       if (*placed) {
@@ -496,6 +512,7 @@ Status Simulation::RetryQueue(SimTime t) {
       } else {
         still.push_back(q);
       }
+      room_freed |= !requeue_.empty();
     }
     queue_ = std::move(still);
     // With priorities, a pass that placed or evicted anything is followed by another, as a
@@ -504,15 +521,19 @@ Status Simulation::RetryQueue(SimTime t) {
     // in workload order (their pods are recreated after the cycle).
     const bool evicted = !requeue_.empty();
     std::sort(requeue_.begin(), requeue_.end());
+    for (size_t v : requeue_) untried_[v] = 1;
     queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
     requeue_.clear();
     if (!preemption_ || !(placed_any || evicted)) return Status::Ok();
+    room_freed = evicted;
   }
 }
 
 Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
   const SharingWorkload& w = w_[wi];
   const int priority = s_.classes[w.cls].priority;
+  if (running_by_priority_.empty() || running_by_priority_.begin()->first >= priority)
+    return false;  // nothing of lower priority runs
   std::map<WorkloadId, EvictionCandidate> candidates;
   for (size_t o : running_) {
     // Placed at this very time: not a victim (as in the scheduler's Admission).
@@ -527,8 +548,9 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
       c.host_memory = d.host_memory;
     }
   }
+  if (candidates.empty()) return false;
   const WorkloadId base = (wi + 1) * kPartsPerWorkload;
-  const ClusterState saved = c_;
+  std::optional<ClusterState> saved;  // the ledger before any eviction, copied when needed
   // Evicts the workloads of the ledger ids `ids` (all their parts) from c_.
   auto evict = [&](const std::vector<WorkloadId>& ids, std::set<size_t>* victims) -> Status {
     for (WorkloadId id : ids) victims->insert(static_cast<size_t>(id / kPartsPerWorkload - 1));
@@ -542,24 +564,26 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
   };
   Status probe_error = Status::Ok();
   auto probe = [&](const std::vector<WorkloadId>& ids) {
+    if (!saved) saved.emplace(c_);
     std::set<size_t> victims;
     Status st = evict(ids, &victims);
     Placement q;
     auto placed = st.ok() ? strategy_.Place(c_, w, base, &q) : Result<bool>(st);
-    c_ = saved;
+    c_ = *saved;
     if (!placed.ok() && probe_error.ok()) probe_error = placed.status();
     return placed.ok() && *placed;
   };
   const auto plan = PlanEviction(c_, w.demand, candidates, strategy_.PreemptNodes(c_, base), probe);
   TESSERA_RETURN_IF_ERROR(probe_error);
   if (!plan) return false;
+  if (!saved) saved.emplace(c_);
   std::set<size_t> victims;
   TESSERA_RETURN_IF_ERROR(evict(plan->victims, &victims));
   Placement q;
   auto placed = strategy_.Place(c_, w, base, &q);
   if (!placed.ok()) return placed.status();
   if (!*placed) {
-    c_ = saved;
+    c_ = *saved;
     return false;
   }
   for (size_t v : victims) {
@@ -660,7 +684,10 @@ Status Simulation::Release(size_t wi, bool ledger) {
       if (a.kind == SliceKind::kTimeSlice) ts_peak_[a.node][g] -= w_[wi].demand.memory_mib;
     }
   }
-  running_.erase(wi);
+  if (running_.erase(wi) > 0) {
+    auto it = running_by_priority_.find(s_.classes[w_[wi].cls].priority);
+    if (it != running_by_priority_.end() && --it->second == 0) running_by_priority_.erase(it);
+  }
   state_[wi] = State::kDone;
   return Status::Ok();
 }
@@ -700,6 +727,7 @@ Result<SharingMetrics> Simulation::Run() {
   end_t_.assign(w_.size(), -1);
   giveup_t_.assign(w_.size(), -1);
   evicted_.assign(w_.size(), 0);
+  untried_.assign(w_.size(), 0);
   const int64_t initial_reconfigs = c_.reconfigurations();
   for (size_t i = 0; i < w_.size(); ++i) {
     if (w_[i].arrival_s < s_.horizon_s) events_.push(Event{w_[i].arrival_s, kArrival, i});
@@ -720,7 +748,7 @@ Result<SharingMetrics> Simulation::Run() {
           !events_.empty() && events_.top().t == e.t && events_.top().type == kDeparture;
       if (!more && departed_) {
         departed_ = false;
-        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t, /*room_freed=*/true));
       }
     } else if (e.type == kGiveUp) {
       if (state_[e.w] == State::kQueued && giveup_t_[e.w] == e.t) {
@@ -741,16 +769,18 @@ Result<SharingMetrics> Simulation::Run() {
         // Like a scheduling cycle, the arrivals join the queue and the whole queue is tried:
         // when a reservation ended since the queue was last tried, and with priorities (a
         // waiting workload may preempt one placed since).
+        const bool room_freed = retry_at_arrival_;
         retry_at_arrival_ = false;
         for (size_t a : arrivals) {
           ++m_.arrived_by_class[w_[a].cls];
           strategy_.Observe(w_[a].demand, e.t);
           state_[a] = State::kQueued;
+          untried_[a] = 1;
           queue_.push_back(a);
           giveup_t_[a] = e.t + w_[a].patience_s;
           events_.push(Event{giveup_t_[a], kGiveUp, a});
         }
-        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t, room_freed));
         arrivals.clear();
       }
       for (size_t a : arrivals) {
@@ -769,7 +799,7 @@ Result<SharingMetrics> Simulation::Run() {
     }
     // Evicted workloads wait at the end of the queue; the queue is tried again with the room
     // the evictions left.
-    if (!requeue_.empty()) TESSERA_RETURN_IF_ERROR(RetryQueue(e.t));
+    if (!requeue_.empty()) TESSERA_RETURN_IF_ERROR(RetryQueue(e.t, /*room_freed=*/true));
     if (++processed % kInvariantEvery == 0) {
       Status st = c_.CheckInvariants();
       if (!st.ok()) return Internal(m_.strategy + ": ledger invariant broken: " + st.message());
