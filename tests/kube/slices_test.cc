@@ -552,5 +552,43 @@ TEST(SchedulerPreemptionTest, AWholeGpuPodEvictsLowerPrioritySlicesThenWaitsForT
   }
 }
 
+// A MIG pod of higher priority evicts only what it needs: of two lower-priority pods on the
+// GPU's two 3g.40gb instances (equal lost work), PlanEviction clears the GPU and then keeps
+// the pod on the first instance. The pod binds to the instance freed.
+TEST(SchedulerPreemptionTest, AFractionEvictsOneOfTheSlicesOnItsGpu) {
+  const Json mig3g = {{"nvidia.com/mig-3g.40gb", "1"}};
+  for (int priority : {0, 10}) {
+    SCOPED_TRACE(priority);
+    auto core = Core();
+    core->UpsertNode(MigNodeJson("m", {"3g.40gb@0 3g.40gb@4"}));
+    core->UpsertPod(PodJson("low0", mig3g));
+    core->UpsertPod(PodJson("low1", mig3g));
+    const CycleOutput first = core->Cycle(1);
+    ASSERT_EQ(first.binds.size(), 2u);
+    std::map<std::string, std::string> instance;
+    for (const BindAction& b : first.binds) {
+      core->UpsertPod(PodJson(b.name, mig3g, b.annotations, b.node));
+      instance[b.name] = DecodeAssignment(b.annotations.at(kAnnotationAssignment))->mig_instance;
+    }
+    Json high = PodJson("high", mig3g);
+    high["spec"]["priority"] = priority;
+    core->UpsertPod(high);
+    const CycleOutput out = core->Cycle(100);
+    EXPECT_TRUE(out.binds.empty());
+    if (priority == 0) {
+      EXPECT_TRUE(out.evictions.empty());
+      continue;
+    }
+    ASSERT_EQ(out.evictions.size(), 1u);
+    const std::string victim = out.evictions[0].name;
+    EXPECT_EQ(instance.at(victim), "3g.40gb@4");
+    core->DeletePod(PodJson(victim, mig3g, Json::object(), "m"));
+    const auto a = Assignments(core->Cycle(101));
+    ASSERT_EQ(a.count("high"), 1u);
+    EXPECT_EQ(a.at("high").mig_instance, "3g.40gb@4");
+    EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kube

@@ -1,6 +1,8 @@
-// Preemption for whole-GPU demands: the eviction planner (sharing/eviction.h) and the sharing
-// simulation's priority classes (sim/sharing_sim.h).
+// Preemption: the eviction planner (sharing/eviction.h), for whole GPUs and for fractions, and
+// the sharing simulation's priority classes (sim/sharing_sim.h).
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "sharing/eviction.h"
 #include "sim/sharing_scenario.h"
@@ -98,10 +100,7 @@ TEST_F(PlanEvictionTest, OnlyCandidatesAreEvicted) {
 TEST_F(PlanEvictionTest, NothingToPlan) {
   std::map<WorkloadId, EvictionCandidate> all;
   for (WorkloadId id : {1, 2, 3, 4, 11, 12, 13, 14}) all[id] = Cand(1);
-  EXPECT_FALSE(PlanEviction(c_, Whole(2), {}, nullptr).has_value());  // no candidates
-  SliceDemand share;
-  share.memory_mib = 10 * kGiB;
-  EXPECT_FALSE(PlanEviction(c_, share, all, nullptr).has_value());     // not whole GPUs
+  EXPECT_FALSE(PlanEviction(c_, Whole(2), {}, nullptr).has_value());   // no candidates
   EXPECT_FALSE(PlanEviction(c_, Whole(5), all, nullptr).has_value());  // no node that large
   SliceDemand t4 = Whole(1);
   t4.models = ModelMask{1} << *GpuCatalog::Builtin().Find("T4");
@@ -129,6 +128,102 @@ TEST_F(PlanEvictionTest, EvictsMoreWhenTheHostIsShort) {
   EXPECT_EQ(p->victims, (std::vector<WorkloadId>{1, 3}));
   // More cores than any node can free: nothing.
   EXPECT_FALSE(PlanEviction(c_, Whole(2, 65), all, nullptr).has_value());
+}
+
+// One node with one GPU holding three MPS clients 21, 22, 23; another with two GPUs, each with
+// one client. A fraction clears one GPU (fewest victims first), then, with a probe, keeps the
+// victims it does not need, the costliest first.
+TEST(PlanEvictionFractionTest, ClearsOneGpuThenKeepsWhatItDoesNotNeed) {
+  ClusterState c;
+  ASSERT_TRUE(c.AddNode(Node("one", 1)).ok());
+  ASSERT_TRUE(c.AddNode(Node("two", 2)).ok());
+  auto mps = [&](WorkloadId id, NodeIdx n, int g) {
+    SliceDemand d;
+    d.memory_mib = 20 * kGiB;
+    d.cpu = MilliCpu(1000);
+    SliceAssignment a;
+    a.kind = SliceKind::kMps;
+    a.node = n;
+    a.gpus = GpuMask{1} << g;
+    a.thread_pct = 20;
+    a.memory_mib = 20 * kGiB;
+    ASSERT_TRUE(c.Allocate(id, d, a).ok());
+  };
+  mps(21, 0, 0);
+  mps(22, 0, 0);
+  mps(23, 0, 0);
+  mps(31, 1, 0);
+  mps(32, 1, 1);
+  std::map<WorkloadId, EvictionCandidate> cands;
+  const std::map<WorkloadId, double> cost = {{21, 5}, {22, 1}, {23, 3}, {31, 9}, {32, 8}};
+  for (const auto& [id, v] : cost) cands[id] = {v, MilliCpu(1000), MiB(kGiB)};
+  SliceDemand share;
+  share.memory_mib = 30 * kGiB;
+  share.compute_pct = 20;
+  // Without a probe: the GPU with the fewest victims, the cheaper of node two's.
+  auto p = PlanEviction(c, share, cands, nullptr);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->node, 1u);
+  EXPECT_EQ(p->gpus, GpuMask{0b10});
+  EXPECT_EQ(p->victims, std::vector<WorkloadId>{32});
+  // Node one only: all three go without a probe.
+  const std::vector<uint8_t> only_one = {1, 0};
+  p = PlanEviction(c, share, cands, &only_one);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->victims, (std::vector<WorkloadId>{21, 22, 23}));
+  EXPECT_DOUBLE_EQ(p->cost, 9);
+  // A probe under which evicting 22 alone makes room: 21 (cost 5) is kept first, then 23.
+  std::vector<std::vector<WorkloadId>> asked;
+  auto needs_22 = [&](const std::vector<WorkloadId>& v) {
+    asked.push_back(v);
+    return std::find(v.begin(), v.end(), 22) != v.end();
+  };
+  p = PlanEviction(c, share, cands, &only_one, needs_22);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->victims, std::vector<WorkloadId>{22});
+  EXPECT_DOUBLE_EQ(p->cost, 1);
+  EXPECT_EQ(asked, (std::vector<std::vector<WorkloadId>>{{22, 23}, {22}}));
+  // A probe that never fits with fewer: the whole GPU's clients stay victims.
+  p = PlanEviction(c, share, cands, &only_one,
+                   [](const std::vector<WorkloadId>&) { return false; });
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->victims.size(), 3u);
+  // Whole GPUs are never reprieved: the probe is not asked.
+  bool called = false;
+  SliceDemand whole = share;
+  whole.whole_gpus = 1;
+  p = PlanEviction(c, whole, cands, &only_one, [&](const std::vector<WorkloadId>&) {
+    called = true;
+    return true;
+  });
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->victims.size(), 3u);
+  EXPECT_FALSE(called);
+}
+
+// Victims of equal cost are told apart by where their slices lie, not by id: callers that
+// number the same workloads differently choose the same ones.
+TEST(PlanEvictionFractionTest, EqualCostsAreOrderedBySliceNotId) {
+  for (const bool swap_ids : {false, true}) {
+    SCOPED_TRACE(swap_ids);
+    ClusterState c;
+    ASSERT_TRUE(c.AddNode(Node("n", 3, 16)).ok());
+    const WorkloadId on1 = swap_ids ? 40 : 41, on2 = swap_ids ? 41 : 40;
+    for (const auto& [id, g] : {std::pair{on1, 1}, std::pair{on2, 2}}) {
+      Demand d{MilliCpu(4000), MiB(kGiB), 1, 300, 0};
+      ASSERT_TRUE(c.Allocate(id, d, Placement{0, GpuMask{1} << g}).ok());
+    }
+    std::map<WorkloadId, EvictionCandidate> cands = {{40, {2, MilliCpu(4000), MiB(kGiB)}},
+                                                     {41, {2, MilliCpu(4000), MiB(kGiB)}}};
+    // GPU 0 is empty; 12 of 16 cores are needed and 8 are free: one victim, the one on GPU 1.
+    SliceDemand d;
+    d.memory_mib = 10 * kGiB;
+    d.cpu = MilliCpu(12000);
+    auto p = PlanEviction(c, d, cands, nullptr);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->gpus, GpuMask{1});
+    EXPECT_EQ(p->victims, std::vector<WorkloadId>{on1});
+  }
 }
 
 // ---- the sharing simulation with priorities ---------------------------------------------------
@@ -221,6 +316,48 @@ TEST(SharingPreemptionTest, AVictimThatGivesUpIsNotPlaced) {
   EXPECT_EQ(m->placed, 2);
   EXPECT_EQ(m->abandoned, 1);
   EXPECT_EQ(m->placed_workloads, (std::vector<uint8_t>{0, 1, 1}));
+}
+
+// One H100; two low fractions of 30 GiB hold it from 0 s and 1 s; a high one of 30 GiB arrives
+// at 10 s. The GPU's memory takes two of them: the high one evicts only the later low one (the
+// less lost work), which runs again once the high one is done.
+TEST(SharingPreemptionTest, AFractionEvictsOnlyWhatItNeeds) {
+  auto scenario = [](int high_priority) {
+    auto s = ParseSharingScenario(
+        R"({"horizon_s": 20000, "nodes": [{"name_prefix": "n", "count": 1,)"
+        R"( "gpu_model": "H100-80GB", "gpus_per_node": 1, "cpu_cores": 64, "memory_gib": 512}],)"
+        R"( "workloads": {"classes": [)"
+        R"({"name": "low", "arrivals_per_hour": 1, "memory_gib": 30, "compute_pct": 20,)"
+        R"( "duration_s": 60}, {"name": "high", "arrivals_per_hour": 1, "memory_gib": 30,)"
+        R"( "compute_pct": 20, "duration_s": 60, "priority": )" +
+            std::to_string(high_priority) + "}]}}",
+        "t.json");
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? *s : SharingScenario{};
+  };
+  auto fraction = [](WorkloadId id, int cls, SimTime at, SimTime duration) {
+    SharingWorkload w = Job(id, cls, at, duration, 5000);
+    w.demand.whole_gpus = 0;
+    w.demand.memory_mib = 30 * kGiB;
+    w.demand.compute_pct = 20;
+    w.demand.isolation = Isolation::kStandard;
+    return w;
+  };
+  const std::vector<SharingWorkload> ws = {fraction(0, 0, 0, 1000), fraction(1, 0, 1, 1000),
+                                           fraction(2, 1, 10, 100)};
+  auto equal = SimulateSharing(scenario(0), ws, "tessera");
+  ASSERT_TRUE(equal.ok()) << equal.status().message();
+  EXPECT_EQ(equal->preemptions, 0);
+  EXPECT_EQ(equal->placed, 3);
+  auto m = SimulateSharing(scenario(1), ws, "tessera");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->preemptions, 1);
+  EXPECT_EQ(m->placed, 3);
+  EXPECT_EQ(m->preempted_not_replaced, 0);
+  EXPECT_EQ(m->memory_oversubscribed, 0);
+  EXPECT_EQ(m->isolation_violations, 0);
+  // The first low one ran throughout: 1000 s, the high one 100 s, the second 9 s, then 1000 s.
+  EXPECT_NE(m->placement_of[2].find("t=10 "), std::string::npos) << m->placement_of[2];
 }
 
 // The bench scenario with training above the rest: the issue's bar, with isolation intact.
