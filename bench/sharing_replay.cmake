@@ -13,6 +13,12 @@ if(TESSERA_BUILD_TESTS)
                    --require-identical-placements --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)
   set_tests_properties(sharing_replay_small PROPERTIES LABELS unit TIMEOUT 120)
+  # Inference above the rest: fractional pods preempt, in both paths alike.
+  add_test(NAME sharing_replay_small-priority
+           COMMAND tessera-bench-sharing-replay --require-same-placements
+                   --require-identical-placements --scenario
+                   ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small-priority.json)
+  set_tests_properties(sharing_replay_small-priority PROPERTIES LABELS unit TIMEOUT 120)
   # A day of the mixed scenario (with multi-GPU training), of the same with training at a higher
   # priority (preemption), and of every class but training: the scheduler places every workload
   # as `sim sharing` does, at the same time, on the same GPUs, as the same kind of slice.

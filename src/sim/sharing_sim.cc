@@ -428,7 +428,7 @@ class Simulation {
   std::vector<SimTime> start_t_, end_t_, giveup_t_;
   std::vector<uint8_t> evicted_;
   std::vector<uint8_t> untried_;  // queued and not tried since it arrived or was evicted
-  std::vector<size_t> requeue_;  // evicted during the current event: join queue_ at its end
+  std::vector<size_t> requeue_;   // evicted during the current event: join queue_ at its end
   bool preemption_ = false;
   // Workloads of this pass that may still try preemption: a pass is a scheduling cycle, and
   // the scheduler bounds the attempts per cycle (AdmissionConfig).
@@ -495,9 +495,8 @@ Status Simulation::RetryQueue(SimTime t, bool room_freed) {
     bool placed_any = false;
     preemption_attempts_left_ = AdmissionConfig{}.max_preemption_attempts_per_cycle;
     for (size_t q : order) {
-      const bool may_preempt =
-          preemption_ && !running_by_priority_.empty() &&
-          running_by_priority_.begin()->first < s_.classes[w_[q].cls].priority;
+      const bool may_preempt = preemption_ && !running_by_priority_.empty() &&
+                               running_by_priority_.begin()->first < s_.classes[w_[q].cls].priority;
       if (!room_freed && !untried_[q] && !may_preempt) {
         // The scheduler would try it, fail and count a preemption attempt for it.
         if (preemption_attempts_left_ > 0) --preemption_attempts_left_;
