@@ -20,12 +20,13 @@
 //  * queues of the same cohort that are borrowing, when the preemptor's queue would stay within
 //    its nominal quota after admitting the job (reclaim; the queue's ReclaimPreemption may
 //    limit it to lower-priority jobs or turn it off);
-// never jobs that have run less than `min_runtime_s`. Victims are chosen to free enough room
-// while minimising lost GPU-time, then the number of victims; whole gangs are evicted. A
-// single pod of whole GPUs in the sharing path (JobSpec::slice) takes its victims from
-// PlanEviction (sharing/eviction.h) over all candidates, as the sharing simulation does; if
-// the GPUs it clears need a MIG re-layout first, the victims are evicted and the job waits for
-// the layout. No loop:
+// never jobs that have run less than `min_runtime_s`, nor jobs a cycle admitted at the current
+// time. Victims are chosen to free enough room while minimising lost GPU-time, then the number
+// of victims; whole gangs are evicted. A single pod in the sharing path (JobSpec::slice, whole
+// GPUs or a fraction) takes its victims from PlanEviction (sharing/eviction.h) over all
+// candidates, as the sharing simulation does; if the GPU(s) it clears need a MIG re-layout
+// first, the victims are evicted and the job waits for the layout. A job waiting for its own
+// re-layout holds no reservation. No loop:
 // a reclaiming job is within nominal quota and so can never itself be reclaimed by its victims'
 // queue, and within-queue preemption only goes down the strict order (priority, then arrival,
 // then id), so a victim can never evict its preemptor.
