@@ -764,37 +764,27 @@ Result<SharingMetrics> Simulation::Run() {
         events_.pop();
       }
       SortByPriority(arrivals);
-      if (retry_at_arrival_ || preemption_) {
-        // Like a scheduling cycle, the arrivals join the queue and the whole queue is tried:
-        // when a reservation ended since the queue was last tried, and with priorities (a
-        // waiting workload may preempt one placed since).
-        const bool room_freed = retry_at_arrival_;
-        retry_at_arrival_ = false;
-        for (size_t a : arrivals) {
-          ++m_.arrived_by_class[w_[a].cls];
-          strategy_.Observe(w_[a].demand, e.t);
-          state_[a] = State::kQueued;
-          untried_[a] = 1;
-          queue_.push_back(a);
-          giveup_t_[a] = e.t + w_[a].patience_s;
-          events_.push(Event{giveup_t_[a], kGiveUp, a});
-        }
-        TESSERA_RETURN_IF_ERROR(RetryQueue(e.t, room_freed));
-        arrivals.clear();
-      }
+      // With priorities, or when a reservation ended since the queue was last tried, the
+      // arrivals join the queue and the whole queue is tried, like a scheduling cycle (a
+      // waiting workload may preempt one placed since). Otherwise each arrival is tried alone.
+      const bool whole_queue = retry_at_arrival_ || preemption_;
+      const bool room_freed = retry_at_arrival_;
+      retry_at_arrival_ = false;
       for (size_t a : arrivals) {
-        const SharingWorkload& aw = w_[a];
-        ++m_.arrived_by_class[aw.cls];
-        strategy_.Observe(aw.demand, e.t);
-        auto placed = TryPlace(a, e.t);
-        if (!placed.ok()) return placed.status();
-        if (!*placed) {
-          state_[a] = State::kQueued;
-          queue_.push_back(a);
-          giveup_t_[a] = e.t + aw.patience_s;
-          events_.push(Event{giveup_t_[a], kGiveUp, a});
+        ++m_.arrived_by_class[w_[a].cls];
+        strategy_.Observe(w_[a].demand, e.t);
+        if (!whole_queue) {
+          auto placed = TryPlace(a, e.t);
+          if (!placed.ok()) return placed.status();
+          if (*placed) continue;
         }
+        state_[a] = State::kQueued;
+        untried_[a] = whole_queue ? 1 : 0;
+        queue_.push_back(a);
+        giveup_t_[a] = e.t + w_[a].patience_s;
+        events_.push(Event{giveup_t_[a], kGiveUp, a});
       }
+      if (whole_queue) TESSERA_RETURN_IF_ERROR(RetryQueue(e.t, room_freed));
     }
     // Evicted workloads wait at the end of the queue; the queue is tried again with the room
     // the evictions left.
