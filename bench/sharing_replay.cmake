@@ -29,6 +29,13 @@ if(TESSERA_BUILD_TESTS)
                      ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-${scenario}.json)
     set_tests_properties(sharing_replay_${scenario} PROPERTIES LABELS unit TIMEOUT 900)
   endforeach()
+  # Another day of the mixed scenario, in which a gang's placement ends its reservation while
+  # another gang waits for that node: both paths give it the node at once.
+  add_test(NAME sharing_replay_mixed-seed99
+           COMMAND tessera-bench-sharing-replay --require-same-placements
+                   --require-identical-placements --seed 99 --scenario
+                   ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-mixed.json)
+  set_tests_properties(sharing_replay_mixed-seed99 PROPERTIES LABELS unit TIMEOUT 900)
   add_test(NAME sharing_replay_small_static_mig
            COMMAND tessera-bench-sharing-replay --static-mig --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)

@@ -46,6 +46,8 @@ class Strategy {
   // The workload placed as `base` gave up waiting; it is not retried. True when that opened
   // room to other workloads (a reservation ended).
   virtual bool GaveUp(WorkloadId) { return false; }
+  // Nodes held by reservations now (a reservation that ends opens its node to other work).
+  virtual size_t Reservations() const { return 0; }
   // The nodes on which workloads may be evicted for the one placed as `base` (null = all).
   virtual const std::vector<uint8_t>* PreemptNodes(const ClusterState&, WorkloadId) {
     return nullptr;
@@ -255,6 +257,7 @@ class TesseraStrategy final : public Strategy {
   }
   void Clock(SimTime t) override { alloc_.AdvanceClock(static_cast<double>(t)); }
   bool GaveUp(WorkloadId base) override { return alloc_.Forget(base); }
+  size_t Reservations() const override { return alloc_.reserved_nodes(); }
   const std::vector<uint8_t>* PreemptNodes(const ClusterState& c, WorkloadId base) override {
     return alloc_.NodesFor(c, base);
   }
@@ -433,8 +436,9 @@ class Simulation {
   // Workloads of this pass that may still try preemption: a pass is a scheduling cycle, and
   // the scheduler bounds the attempts per cycle (AdmissionConfig).
   int preemption_attempts_left_ = 0;
-  bool retry_at_arrival_ = false;  // a give-up opened room; the next arrival tries the queue
-  bool departed_ = false;          // a departure of the current second; the queue is tried after
+  bool retry_at_arrival_ = false;   // a reservation ended; the next arrival tries the queue
+  bool reservation_ended_ = false;  // in the current pass; the queue is tried again at once
+  bool departed_ = false;           // a departure of the current second; the queue is tried after
 };
 
 Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
@@ -443,8 +447,12 @@ Result<bool> Simulation::TryPlace(size_t wi, SimTime t) {
   Placement p;
   strategy_.Clock(t);
   placing_t_ = t;
+  const size_t reservations = strategy_.Reservations();
   auto placed = strategy_.Place(c_, w, (wi + 1) * kPartsPerWorkload, &p);
   if (!placed.ok()) return placed.status();
+  // A reservation that ended opens its node, and its slot to a waiting gang: the scheduler
+  // sees both at its next cycle, at once after a bind and otherwise at the next arrival.
+  if (strategy_.Reservations() < reservations) retry_at_arrival_ = reservation_ended_ = true;
   if (!*placed && preemption_ && preemption_attempts_left_ > 0) {
     --preemption_attempts_left_;
     placed = TryPreempt(wi, t, &p);
@@ -494,6 +502,7 @@ Status Simulation::RetryQueue(SimTime t, bool room_freed) {
     std::vector<size_t> still;
     bool placed_any = false;
     preemption_attempts_left_ = AdmissionConfig{}.max_preemption_attempts_per_cycle;
+    reservation_ended_ = false;
     for (size_t q : order) {
       const bool may_preempt = preemption_ && !running_by_priority_.empty() &&
                                running_by_priority_.begin()->first < s_.classes[w_[q].cls].priority;
@@ -514,17 +523,18 @@ Status Simulation::RetryQueue(SimTime t, bool room_freed) {
       room_freed |= !requeue_.empty();
     }
     queue_ = std::move(still);
-    // With priorities, a pass that placed or evicted anything is followed by another, as a
-    // scheduler cycles again after binds and evictions: what was just placed may be a victim
-    // for a waiting workload of higher priority. Evicted workloads join the queue at its end,
-    // in workload order (their pods are recreated after the cycle).
+    // A pass is followed by another, as a scheduler cycles again after binds and evictions,
+    // when a placement ended a reservation (its node is open to the rest of the queue) or,
+    // with priorities, when it placed or evicted anything (what was just placed may be a
+    // victim for a waiting workload of higher priority). Evicted workloads join the queue at
+    // its end, in workload order (their pods are recreated after the cycle).
     const bool evicted = !requeue_.empty();
     std::sort(requeue_.begin(), requeue_.end());
     for (size_t v : requeue_) untried_[v] = 1;
     queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
     requeue_.clear();
-    if (!preemption_ || !(placed_any || evicted)) return Status::Ok();
-    room_freed = evicted;
+    if (!reservation_ended_ && !(preemption_ && (placed_any || evicted))) return Status::Ok();
+    room_freed = evicted || reservation_ended_;
   }
 }
 
