@@ -11,21 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/cluster_state.h"
+#include "core/stats.h"
 #include "policies/builtin.h"
 
 namespace tessera {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
 
 double Mean(const std::vector<double>& v) {
   double s = 0;

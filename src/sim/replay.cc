@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/cluster_state.h"
+#include "core/stats.h"
 #include "engine/engine.h"
 #include "policies/builtin.h"
 
@@ -41,15 +42,6 @@ Status ValidateDemand(const Workload& w) {
     return InvalidArgument(where + "deletion " + std::to_string(w.deletion) + " before creation " +
                            std::to_string(w.creation));
   return Status::Ok();
-}
-
-// Linear interpolation between order statistics of a sorted sample.
-double Quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
 
 // One run's mutable simulation state. Single-threaded; lives for one RunReplay call.
@@ -289,9 +281,9 @@ void Simulation::Summarise() {
   run_.pods = static_cast<int64_t>(pods_.size());
   run_.placed = static_cast<int64_t>(waits.size());
   run_.never_placed = run_.pods - run_.placed;
-  run_.wait_p50_s = Quantile(waits, 0.50);
-  run_.wait_p95_s = Quantile(waits, 0.95);
-  run_.wait_p99_s = Quantile(waits, 0.99);
+  run_.wait_p50_s = SortedQuantile(waits, 0.50);
+  run_.wait_p95_s = SortedQuantile(waits, 0.95);
+  run_.wait_p99_s = SortedQuantile(waits, 0.99);
   run_.mean_wait_s = waits.empty() ? 0.0 : sum / static_cast<double>(waits.size());
   run_.max_wait_s = waits.empty() ? 0.0 : waits.back();
 }

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/stats.h"
 namespace tessera {
 namespace {
 
@@ -14,15 +15,6 @@ std::string Fmt(const char* fmt, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, fmt, v);
   return buf;
-}
-
-double Quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 std::vector<double> Bucket(const FillSummary& s, int b) {
