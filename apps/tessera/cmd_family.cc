@@ -2,7 +2,8 @@
 //
 //   tessera sim family [--policy fgd,tessera] [--candidate tessera] [--reference fgd]
 //                      [--seeds 42-51] [--mixes all|none|NAME,...] [--traces DIR]
-//                      [--trace-names all|NAME,...] [--nodes 400] [--gen-seed 1] [--tune 1.3]
+//                      [--trace-names all|NAME,...] [--nodes 400] [--gen-seed 1]
+//                      [--past-gen-seed N] [--tune 1.3]
 //                      [--threads 0] [--json FILE] [--table FILE] [--list]
 //                      [--mode fill|replay] [--time-scale K] [--trace-time-scale K]
 //     Runs the fill protocol for every policy and seed on each generated mix of the family
@@ -35,6 +36,7 @@ struct FamilyArgs {
   std::string seeds = "42-51", mixes = "all", traces, trace_names = "all";
   std::string nodes = std::to_string(FamilyOptions{}.generated_nodes);
   std::string gen_seed = std::to_string(kDefaultGeneratorSeed);
+  std::string past_gen_seed;
   std::string tune = "1.3", threads = "0", json, table;
   std::string mode = "fill", time_scale = "1", trace_time_scale = "1";
   bool list = false;
@@ -98,6 +100,15 @@ int RunFamily(const FamilyArgs& a) {
   auto gen_seed = ParseSeedFlag("--gen-seed", a.gen_seed);
   if (!gen_seed.ok()) return Fail(gen_seed.status());
   o.gen_seed = *gen_seed;
+  if (!a.past_gen_seed.empty()) {
+    auto past = ParseSeedFlag("--past-gen-seed", a.past_gen_seed);
+    if (!past.ok()) return Fail(past.status());
+    if (*past == o.gen_seed)
+      return Fail(InvalidArgument(
+          "--past-gen-seed: " + a.past_gen_seed +
+          " is the --gen-seed of the measured workload; the past needs another sample"));
+    o.past_gen_seed = *past;
+  }
   auto tune = ParseNumberFlag("--tune", a.tune, 0, kMaxTuneRatio, /*min_open=*/true);
   if (!tune.ok()) return Fail(tune.status());
   o.tune_ratio = *tune;
@@ -107,6 +118,8 @@ int RunFamily(const FamilyArgs& a) {
   if (a.mode != "fill" && a.mode != "replay")
     return Fail(InvalidArgument("--mode: '" + a.mode + "' must be fill or replay"));
   o.mode = a.mode == "replay" ? FamilyMode::kReplay : FamilyMode::kFill;
+  if (o.past_gen_seed && o.mode == FamilyMode::kReplay)
+    return Fail(InvalidArgument("--past-gen-seed applies to --mode fill only"));
   auto scale = ParseNumberFlag("--time-scale", a.time_scale, 1, kMaxTimeScale);
   if (!scale.ok()) return Fail(scale.status());
   o.time_scale = *scale;
@@ -195,6 +208,10 @@ void AddSimFamilyCommand(CLI::App& sim, int& rc) {
   c->add_option("--gen-seed", a.gen_seed, "Seed of the generated workloads, 0..2^64-1")
       ->type_name("UINT")
       ->default_val(a.gen_seed);
+  c->add_option("--past-gen-seed", a.past_gen_seed,
+                "Fill mode: before each run, tessera observes a second sample of each generated "
+                "mix, drawn with this seed, as the cluster's past workload (trace files: none)")
+      ->type_name("UINT");
   c->add_option("--tune", a.tune, "End of the run as x GPU capacity, 0 < tune <= 4")
       ->type_name("NUMBER")
       ->default_val(a.tune);

@@ -16,7 +16,7 @@ namespace {
 using namespace tessera;
 
 struct FillArgs {
-  std::string nodes, pods, policies = "tessera", seeds = "42-51", json, curve, plot;
+  std::string nodes, pods, past, policies = "tessera", seeds = "42-51", json, curve, plot;
   std::string tune = "1.3", threads = "0";
 };
 
@@ -33,7 +33,15 @@ int RunSimFill(const FillArgs& a) {
   if (!nodes.ok()) return Fail(nodes.status());
   auto pods = ReadPodsCsv(a.pods);
   if (!pods.ok()) return Fail(pods.status());
-  auto results = RunFillMatrix(*nodes, *pods, *policies, *seeds, *tune, *threads);
+  std::vector<Workload> past;
+  if (!a.past.empty()) {
+    auto read = ReadPodsCsv(a.past);
+    if (!read.ok()) return Fail(read.status());
+    past = std::move(read).value();
+  }
+  FillHooks shared;
+  if (!a.past.empty()) shared.past = &past;
+  auto results = RunFillMatrix(*nodes, *pods, *policies, *seeds, *tune, *threads, shared);
   if (!results.ok()) return Fail(results.status());
   std::fputs(FillTable(*results).c_str(), stdout);
   if (!a.json.empty()) {
@@ -64,6 +72,9 @@ int main(int argc, char** argv) {
   f->add_option("--nodes", fill.nodes, "Node CSV (sn,cpu_milli,memory_mib,gpu,model)")->required();
   f->add_option("--pods", fill.pods, "Pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")
       ->required();
+  f->add_option("--past-pods", fill.past,
+                "Pod CSV of the cluster's past workload: observed by tessera before the first "
+                "arrival, never placed (fgd's target stays --pods)");
   f->add_option(
        "--policy", fill.policies,
        "Policy name(s), comma-separated, each once: " + JoinNames(BuiltinPolicies().Names()))

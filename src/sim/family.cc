@@ -37,7 +37,8 @@ double Frac(int64_t part, int64_t whole) {
 
 Result<FamilyMixResult> Run(FamilyMixResult r, const std::vector<NodeSpec>& nodes,
                             const std::vector<Workload>& pods, const FamilyOptions& o,
-                            std::chrono::steady_clock::time_point t0) {
+                            std::chrono::steady_clock::time_point t0,
+                            const std::vector<Workload>* past_pods = nullptr) {
   r.nodes = static_cast<int64_t>(nodes.size());
   for (const NodeSpec& n : nodes) r.gpus += n.gpu_count;
   r.mix = MixOf(pods);
@@ -51,7 +52,9 @@ Result<FamilyMixResult> Run(FamilyMixResult r, const std::vector<NodeSpec>& node
       return Status(replay.status().code(), r.name + ": " + replay.status().message());
     r.replay = std::move(replay).value();
   } else {
-    auto results = RunFillMatrix(nodes, pods, o.policies, o.seeds, o.tune_ratio, o.threads);
+    FillHooks shared;
+    shared.past = past_pods;
+    auto results = RunFillMatrix(nodes, pods, o.policies, o.seeds, o.tune_ratio, o.threads, shared);
     if (!results.ok())
       return Status(results.status().code(), r.name + ": " + results.status().message());
     r.results = std::move(results).value();
@@ -77,7 +80,15 @@ Result<FamilyMixResult> RunFamilyMix(const FamilyMix& mix, const FamilyOptions& 
   r.description = mix.description;
   r.flags = mix.flags.Text();
   r.config = config;
-  return Run(std::move(r), trace->nodes, trace->pods, o, t0);
+  std::optional<GeneratedTrace> past;
+  if (o.past_gen_seed && o.mode == FamilyMode::kFill) {
+    auto drawn = Generate(config, *o.past_gen_seed);
+    if (!drawn.ok())
+      return Status(drawn.status().code(), "mix '" + mix.name + "': " + drawn.status().message());
+    past = std::move(drawn).value();
+    r.past_pods = static_cast<int64_t>(past->pods.size());
+  }
+  return Run(std::move(r), trace->nodes, trace->pods, o, t0, past ? &past->pods : nullptr);
 }
 
 Result<FamilyMixResult> RunTraceMix(const std::string& name, const std::string& pod_file,
@@ -351,11 +362,13 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
   j["options"] = {{"policies", o.policies},     {"seeds", o.seeds},
                   {"tune_ratio", o.tune_ratio}, {"generated_nodes", o.generated_nodes},
                   {"gen_seed", o.gen_seed},     {"threads", o.threads}};
+  j["options"]["past_gen_seed"] = o.past_gen_seed ? json(*o.past_gen_seed) : json(nullptr);
   json mixes = json::array();
   for (const FamilyMixResult& r : results) {
     json m = {
         {"name", r.name},   {"kind", r.kind}, {"description", r.description},  {"flags", r.flags},
         {"nodes", r.nodes}, {"gpus", r.gpus}, {"wall_seconds", r.wall_seconds}};
+    m["past_pods"] = r.past_pods;
     if (r.config) {
       const GeneratorConfig& c = *r.config;
       json sizes = json::array(), counts = json::array();

@@ -50,6 +50,10 @@ struct FamilyOptions {
   unsigned threads = 0;
   int generated_nodes = 400;                  // cluster size of the generated mixes
   uint64_t gen_seed = kDefaultGeneratorSeed;  // workload seed of the generated mixes
+  // Generated mixes in fill mode: a second sample of the mix, drawn with this workload seed,
+  // is the past workload every run observes first (FillOptions::past). Trace files have
+  // no second sample and run without one.
+  std::optional<uint64_t> past_gen_seed;
 };
 
 struct FamilyMixResult {
@@ -61,6 +65,7 @@ struct FamilyMixResult {
   std::optional<GeneratorConfig> config;
   int64_t nodes = 0, gpus = 0;
   WorkloadMix mix;                    // measured on the workload
+  int64_t past_pods = 0;              // pods of the past workload (FamilyOptions::past_gen_seed)
   std::vector<FillSummary> results;   // kFill
   std::vector<ReplaySummary> replay;  // kReplay
   double wall_seconds = 0;            // wall time of the mix (generation and all experiments)

@@ -122,6 +122,8 @@ Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Wo
 
   const std::vector<Workload> seq =
       PrepareFillSequence(pods, state.gpu_capacity_milli(), opt.tune_ratio, opt.seed);
+  if (opt.past)
+    for (const Workload& w : *opt.past) engine.Observe(w.demand);
 
   FragModel measure(target);
   std::vector<double> node_frag(state.num_nodes());
@@ -240,6 +242,7 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
       o.seed = seeds[j % seeds.size()];
       o.tune_ratio = tune_ratio;
       o.detail = hooks.detail;
+      o.past = hooks.past;
       results[j] = RunFill(nodes, pods, o);
       if (hooks.on_run && results[j].ok()) hooks.on_run(*results[j]);
     }

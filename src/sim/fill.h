@@ -59,6 +59,10 @@ struct FillOptions {
   double tune_ratio = 1.3;
   double typical_coverage_pct = 95.0;
   bool detail = false;  // fill FillRun::detail
+  // Past workloads (not owned; null = none): observed, in order, before the first arrival and
+  // never placed, as a policy that learns the mix online has seen the cluster's earlier pods.
+  // FGD's target workload stays that of `pods`.
+  const std::vector<Workload>* past = nullptr;
 };
 
 struct FillRun {
@@ -102,8 +106,10 @@ struct FillSummary {
   double wall_seconds = 0;  // sum over runs
 };
 
+// What every run of a matrix shares besides its policy and seed.
 struct FillHooks {
-  bool detail = false;  // FillOptions::detail of every run
+  bool detail = false;                          // FillOptions::detail of every run
+  const std::vector<Workload>* past = nullptr;  // FillOptions::past of every run
   // Called with each successful run as it ends, on the worker thread that ran it (so possibly
   // from several threads at once).
   std::function<void(const FillRun&)> on_run;

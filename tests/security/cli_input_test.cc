@@ -298,6 +298,8 @@ INSTANTIATE_TEST_SUITE_P(
         RefusedCase{"SeedsEmptyItem", Fill({"--seeds", "1,,2"}),
                     "--seeds: empty item in '1,,2' (use e.g. 42-51 or 1,2,3)"},
         RefusedCase{"SeedsTwice", Fill({"--seeds", "1-5,3"}), "--seeds: seed 3 given twice"},
+        RefusedCase{"PastPodsMissing", Fill({"--past-pods", "{dir}/none.csv"}),
+                    "cannot open '{dir}/none.csv': No such file or directory"},
         RefusedCase{"SeedsDescending", Fill({"--seeds", "9-2"}),
                     "--seeds: range '9-2' is descending"},
         RefusedCase{"SeedsTooMany", Fill({"--seeds", "0-5000"}),
@@ -427,7 +429,14 @@ INSTANTIATE_TEST_SUITE_P(
                     "cannot open '{dir}/none/openb_node_list_gpu_node.csv': No such file or "
                     "directory"},
         RefusedCase{"FamilyTimeScaleBelowOne", Family({"--time-scale", "0.5"}),
-                    "--time-scale: '0.5' is outside the allowed range [1, 1e+06]"}),
+                    "--time-scale: '0.5' is outside the allowed range [1, 1e+06]"},
+        RefusedCase{"FamilyPastSeedIsTheMeasuredOne", Family({"--past-gen-seed", "1"}),
+                    "--past-gen-seed: 1 is the --gen-seed of the measured workload; the past "
+                    "needs another sample"},
+        RefusedCase{"FamilyPastSeedNegative", Family({"--past-gen-seed=-2"}),
+                    "--past-gen-seed: '-2' is not a seed; allowed range 0..18446744073709551615"},
+        RefusedCase{"FamilyPastSeedInReplay", Family({"--past-gen-seed", "2", "--mode", "replay"}),
+                    "--past-gen-seed applies to --mode fill only"}),
     [](const ::testing::TestParamInfo<RefusedCase>& info) { return info.param.label; });
 
 // Inputs that must be accepted.

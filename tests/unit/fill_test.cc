@@ -344,6 +344,51 @@ TEST(RunFillTest, MatrixHooksSeeEveryRun) {
     for (const auto& run : s.runs) EXPECT_EQ(seen.count({s.policy, run.seed}), 1u);
 }
 
+// Past pods are observed before the first arrival and never placed: policies that do not learn
+// online (fgd's target is the trace's) run exactly as without them, an empty past changes
+// nothing, and tessera, which learns the mix from what it has seen, places differently after a
+// past of T4-pinned shares and CPU-heavy whole GPUs.
+TEST(RunFillTest, PastPodsAreObservedNotPlaced) {
+  const auto nodes = SmallCluster();
+  const auto pods = SmallTrace();
+  std::vector<Workload> past;
+  for (int i = 0; i < 40; ++i) {
+    past.push_back(Pod("past-t4-" + std::to_string(i), 2000, 1, 250, ModelMask{1} << Model("T4")));
+    past.push_back(Pod("past-cpu-" + std::to_string(i), 30000, 1, 1000));
+  }
+  const std::vector<Workload> none;
+  for (const char* policy : kPolicies) {
+    SCOPED_TRACE(policy);
+    FillOptions opt;
+    opt.policy = policy;
+    auto plain = RunFill(nodes, pods, opt);
+    opt.past = &none;
+    auto empty = RunFill(nodes, pods, opt);
+    opt.past = &past;
+    auto with = RunFill(nodes, pods, opt);
+    ASSERT_TRUE(plain.ok() && empty.ok() && with.ok());
+    EXPECT_EQ(empty->unalloc_pct, plain->unalloc_pct);
+    EXPECT_EQ(with->pods, plain->pods);
+    EXPECT_EQ(with->decisions, plain->pods);
+    EXPECT_LE(with->placed, with->pods);
+    if (std::string(policy) == "tessera") {
+      EXPECT_NE(with->unalloc_pct, plain->unalloc_pct);
+    } else {
+      EXPECT_EQ(with->unalloc_pct, plain->unalloc_pct);
+      EXPECT_EQ(with->placed, plain->placed);
+    }
+  }
+  FillHooks shared;
+  shared.past = &past;
+  auto matrix = RunFillMatrix(nodes, pods, {"tessera"}, {42}, 1.3, 1, shared);
+  ASSERT_TRUE(matrix.ok());
+  FillOptions opt;
+  opt.past = &past;
+  auto single = RunFill(nodes, pods, opt);
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(matrix->front().runs.front().unalloc_pct, single->unalloc_pct);
+}
+
 TEST(RunFillTest, EverythingPlacedWhenItFits) {
   // One-GPU pods only, 90% of capacity: 21 pods of 1000 (21000 + 1000 > 21600), all fit.
   std::vector<Workload> pods;
