@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
   f->add_option("--pods", fill.pods, "Pod CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,...)")
       ->required();
   f->add_option("--past-pods", fill.past,
-                "Pod CSV of the cluster's past workload: observed by tessera before the first "
-                "arrival, never placed (fgd's target stays --pods)");
+                "Pod CSV of the cluster's past workload, of the same mix: observed by tessera "
+                "before the first arrival, never placed (fgd's target stays --pods)");
   f->add_option(
        "--policy", fill.policies,
        "Policy name(s), comma-separated, each once: " + JoinNames(BuiltinPolicies().Names()))
