@@ -76,6 +76,8 @@ class Engine {
   const Scorer& scorer() const { return *scorer_; }
   // Forwards an arrival to the scorer (see Scorer::Observe).
   void Observe(const Demand& d) { scorer_->Observe(d); }
+  // Forwards a workload of the cluster's past to the scorer (see Scorer::ObservePast).
+  void ObservePast(const Demand& d) { scorer_->ObservePast(d); }
 
   // Chooses a node and GPUs for one workload without changing the cluster. With `allowed`
   // (one byte per node, non-zero = may be used), other nodes are left out and counted as

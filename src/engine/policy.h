@@ -30,6 +30,8 @@ class Scorer {
   // Sees each workload once, when it arrives (before it is scheduled). Online policies learn
   // the workload mix here; they may not look at workloads that have not arrived.
   virtual void Observe(const Demand& /*demand*/) {}
+  // Sees a workload of the cluster's past, before the first arrival. Default: as an arrival.
+  virtual void ObservePast(const Demand& demand) { Observe(demand); }
 
   // Once per decision, with the nodes that passed the filter, before any Score call.
   virtual void PreScore(const ClusterState& /*state*/, const Demand& /*demand*/,

@@ -41,6 +41,9 @@ struct TesseraConfig {
   // class pinned to it alone had the upper confidence bound of its share after n GPU tasks
   // without one, -ln(1 - c) / n (the "rule of three" at c = 0.95). 0 turns it off.
   double unseen_pinned_confidence = 0.95;
+  // A past workload (Scorer::ObservePast) is forgotten once the arrivals disagree with it; this
+  // is the chance, per comparison, of forgetting a past that does describe the arrivals.
+  double past_false_alarm = 0.001;
   Status Validate() const;
 };
 std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& config = {});

@@ -18,15 +18,76 @@ FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, Sc
       fn_(std::move(fn)),
       learn_online_(learn_online) {}
 
+namespace {
+
+// The class of a workload for comparing the past with the arrivals (kPastClasses in all).
+int PastClass(const Demand& d) {
+  int kind;
+  if (d.num_gpu == 0) {
+    kind = 0;
+  } else if (d.num_gpu == 1 && d.gpu_milli < 1000) {
+    kind = 1 + std::clamp(d.gpu_milli / 250, 0, 3);
+  } else if (d.num_gpu == 1) {
+    kind = 5;
+  } else {
+    kind = d.num_gpu < 4 ? 6 : d.num_gpu < 8 ? 7 : 8;
+  }
+  return kind * 2 + (d.models != 0 ? 1 : 0);
+}
+
+}  // namespace
+
 void FragDescentScorer::Observe(const Demand& d) {
   if (!learn_online_) return;
   seen_.Add(d);
+  if (past_n_ > 0) arrivals_.Add(d);
+  ++arrival_classes_[PastClass(d)];
+  ++arrivals_n_;
+  if (past_n_ > 0 && !past_forgotten_ && arrivals_n_ >= next_past_check_) {
+    next_past_check_ *= 2;
+    if (!PastAgrees()) {
+      past_forgotten_ = true;
+      seen_ = arrivals_;
+      next_relearn_ = seen_.tasks();
+    }
+  }
   if (seen_.tasks() >= next_relearn_) {
     Relearn();
     // Re-learn at doubling counts while the estimate is young, then every kRelearnEvery.
     next_relearn_ =
         seen_.tasks() < kRelearnEvery ? seen_.tasks() * 2 : seen_.tasks() + kRelearnEvery;
   }
+}
+
+void FragDescentScorer::ObservePast(const Demand& d) {
+  if (!learn_online_ || past_forgotten_) return;
+  if (arrivals_n_ > 0) {  // the past comes first; once arrivals began, it is one of them
+    Observe(d);
+    return;
+  }
+  ++past_classes_[PastClass(d)];
+  ++past_n_;
+  seen_.Add(d);
+  if (seen_.tasks() >= next_relearn_) {
+    Relearn();
+    next_relearn_ =
+        seen_.tasks() < kRelearnEvery ? seen_.tasks() * 2 : seen_.tasks() + kRelearnEvery;
+  }
+}
+
+bool FragDescentScorer::PastAgrees() const {
+  // P(||p_hat - p||_1 >= eps) <= 2^k exp(-n eps^2 / 2) for n draws over k classes: each sample
+  // is within eps_i of the common distribution except with probability rate / 2.
+  auto eps = [&](int64_t n) {
+    return std::sqrt(2.0 * (kPastClasses * std::log(2.0) + std::log(2.0 / past_false_alarm_)) /
+                     static_cast<double>(n));
+  };
+  double l1 = 0;
+  for (int k = 0; k < kPastClasses; ++k) {
+    l1 += std::abs(static_cast<double>(past_classes_[k]) / static_cast<double>(past_n_) -
+                   static_cast<double>(arrival_classes_[k]) / static_cast<double>(arrivals_n_));
+  }
+  return l1 <= eps(past_n_) + eps(arrivals_n_);
 }
 
 void FragDescentScorer::Relearn() {

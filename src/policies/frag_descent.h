@@ -29,6 +29,14 @@ class FragDescentScorer : public Scorer {
 
   std::string_view name() const override { return name_; }
   void Observe(const Demand& d) override;
+  // Online learners count the past like arrivals while the arrivals agree with it: at 16, 32,
+  // 64, ... arrivals the class frequencies of the two samples (CPU-only; shares by quarter;
+  // one, 2-3, 4-7 and 8+ GPUs; each pinned or not) are compared, and when their L1 distance
+  // exceeds what sampling explains at the false-alarm rate (Bretagnolle-Huber-Carol bound,
+  // per sample, at half the rate each), the past is forgotten for good and the mix re-learned
+  // from the arrivals alone. Policies that do not learn online ignore it.
+  void ObservePast(const Demand& d) override;
+  bool past_forgotten() const { return past_forgotten_; }
   void PreScore(const ClusterState& state, const Demand& d, std::span<const NodeIdx> feasible,
                 Rng& rng) override;
   NodeScore Score(const ClusterState& state, NodeIdx n, const Demand& d) override;
@@ -39,6 +47,8 @@ class FragDescentScorer : public Scorer {
   // Learns the target workload from the shapes seen so far; called at 1, 2, 4, ... arrivals
   // and then every kRelearnEvery arrivals. Default: the shapes covering 95% of tasks.
   virtual TargetWorkload Learn(const ShapeTally& seen) { return seen.Build(95.0); }
+  // The chance, per comparison, of forgetting a past that the arrivals do agree with.
+  void set_past_false_alarm(double rate) { past_false_alarm_ = rate; }
 
  private:
   // 16 bytes. Scores are stored as float: score functions return small integers (exact).
@@ -80,6 +90,8 @@ class FragDescentScorer : public Scorer {
     size_t operator()(const NodeKey& k) const;
   };
   void Relearn();
+  // Whether the arrivals so far agree with the past (see ObservePast).
+  bool PastAgrees() const;
 
   std::string name_;
   FragModel model_;
@@ -89,6 +101,13 @@ class FragDescentScorer : public Scorer {
   // Online learning state.
   ShapeTally seen_;
   int64_t next_relearn_ = 1;
+  // The past (ObservePast) and the arrivals, by class, and the arrivals' shapes alone.
+  static constexpr int kPastClasses = 18;
+  std::array<int64_t, kPastClasses> past_classes_{}, arrival_classes_{};
+  int64_t past_n_ = 0, arrivals_n_ = 0, next_past_check_ = 16;
+  ShapeTally arrivals_;
+  bool past_forgotten_ = false;
+  double past_false_alarm_ = 0.001;
   // Cache: per interned shape, per node.
   static constexpr size_t kMaxCachedShapes = 64;
   static constexpr int64_t kRelearnEvery = 1024;

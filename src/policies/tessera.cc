@@ -165,7 +165,9 @@ class TesseraScorer final : public FragDescentScorer {
   TesseraScorer(const TesseraConfig& cfg, std::shared_ptr<Learned> learned, ScoreFn fn)
       : FragDescentScorer("tessera", TargetWorkload{}, std::move(fn), /*learn_online=*/true),
         cfg_(cfg),
-        learned_(std::move(learned)) {}
+        learned_(std::move(learned)) {
+    set_past_false_alarm(cfg.past_false_alarm);
+  }
 
  protected:
   TargetWorkload Learn(const ShapeTally& seen) override {
@@ -257,6 +259,8 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: scarcity_weight must be in [0, 100]");
   if (!(unseen_pinned_confidence >= 0 && unseen_pinned_confidence < 1))
     return InvalidArgument("tessera: unseen_pinned_confidence must be in [0, 1)");
+  if (!(past_false_alarm > 0 && past_false_alarm < 1))
+    return InvalidArgument("tessera: past_false_alarm must be in (0, 1)");
   return Status::Ok();
 }
 

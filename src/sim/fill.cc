@@ -123,7 +123,7 @@ Result<FillRun> RunFill(const std::vector<NodeSpec>& nodes, const std::vector<Wo
   const std::vector<Workload> seq =
       PrepareFillSequence(pods, state.gpu_capacity_milli(), opt.tune_ratio, opt.seed);
   if (opt.past)
-    for (const Workload& w : *opt.past) engine.Observe(w.demand);
+    for (const Workload& w : *opt.past) engine.ObservePast(w.demand);
 
   FragModel measure(target);
   std::vector<double> node_frag(state.num_nodes());

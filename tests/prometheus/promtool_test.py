@@ -113,15 +113,25 @@ def metrics(tessera):
     failures = []
     with tempfile.TemporaryDirectory() as tmp, promlib.Processes() as procs:
         with promlib.scheduler(procs, tessera, tmp) as url:
+            wants = ('tessera_pending_pods{queue="team-a"} 1',
+                     'tessera_queue_nominal_gpus{queue="team-a"} 8',
+                     'tessera_queue_used_gpus{queue="team-a"} 1',
+                     'tessera_rightsize_applied_total{mode="auto"} 0',
+                     'tessera_pod_allocated_gpus{namespace="ml",pod="bound-0",'
+                     'queue="team-a",model="H100-80GB",kind="exclusive"} 1')
+            # The first exposition may precede the first cycle's accounting: wait until the
+            # cycle has run (or the time is up), then judge the body.
+            def body():
+                return promlib.http_get(url)[1]
+            try:
+                promlib.wait_for("tessera scheduler /metrics of the first cycle",
+                                 lambda: all(w in body() for w in wants), timeout=60)
+            except TimeoutError:
+                pass
             failures += check_metrics("tessera scheduler", url)
-            _, body = promlib.http_get(url)
-            for want in ('tessera_pending_pods{queue="team-a"} 1',
-                         'tessera_queue_nominal_gpus{queue="team-a"} 8',
-                         'tessera_queue_used_gpus{queue="team-a"} 1',
-                         'tessera_rightsize_applied_total{mode="auto"} 0',
-                         'tessera_pod_allocated_gpus{namespace="ml",pod="bound-0",'
-                         'queue="team-a",model="H100-80GB",kind="exclusive"} 1'):
-                if want not in body:
+            text = body()
+            for want in wants:
+                if want not in text:
                     failures.append(f"tessera scheduler /metrics lacks {want!r}")
         failures += check_metrics("tessera extender", promlib.extender(procs, tessera, tmp))
         url = promlib.webhook(procs, tessera, tmp)

@@ -355,6 +355,74 @@ TEST(TesseraPolicyTest, ScarcityWeightIsValidated) {
   EXPECT_FALSE(c.Validate().ok());
 }
 
+// A past workload counts like arrivals while the arrivals agree with it. Classes compared:
+// CPU-only, shares by quarter, one / 2-3 / 4-7 / 8+ GPUs, each pinned or not (18). With
+// k = 18 and a false-alarm rate r = 0.001, a sample of n is within
+// eps(n) = sqrt(2 (18 ln 2 + ln(2 / r)) / n) of its distribution: eps(2000) = 0.142,
+// eps(16) = 1.584.
+const FragDescentScorer& Learner(const std::unique_ptr<Scorer>& s) {
+  return dynamic_cast<const FragDescentScorer&>(*s);
+}
+
+TEST(TesseraPastTest, APastOfAnotherMixIsForgottenAtTheFirstCheck) {
+  auto t = MakeTesseraScorer();
+  for (int i = 0; i < 2000; ++i) t->ObservePast(Share(4000, 500));
+  ASSERT_EQ(Learner(t).model().target().shapes.size(), 1u);
+  EXPECT_EQ(Learner(t).model().target().shapes[0].gpu_milli, 500);
+  // Arrivals of whole GPUs: disjoint classes, L1 distance 2 > 0.142 + 1.584 at the 16th.
+  for (int i = 0; i < 15; ++i) t->Observe(Whole(8000, 1));
+  EXPECT_FALSE(Learner(t).past_forgotten());
+  t->Observe(Whole(8000, 1));
+  EXPECT_TRUE(Learner(t).past_forgotten());
+  // Re-learned from the 16 arrivals alone.
+  const auto& shapes = Learner(t).model().target().shapes;
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0].num_gpu, 1);
+  EXPECT_EQ(shapes[0].gpu_milli, 1000);
+  EXPECT_DOUBLE_EQ(shapes[0].popularity, 1.0);
+  // Forgotten for good: more past is ignored.
+  for (int i = 0; i < 100; ++i) t->ObservePast(Share(4000, 500));
+  EXPECT_EQ(Learner(t).model().target().shapes.size(), 1u);
+}
+
+TEST(TesseraPastTest, APastOfTheSameMixIsKept) {
+  auto t = MakeTesseraScorer();
+  for (int i = 0; i < 1000; ++i) {
+    t->ObservePast(Share(4000, 500));
+    t->ObservePast(Whole(8000, 1));
+  }
+  // The same two classes in the same proportion, checked at 16, 32, ..., 4096 arrivals.
+  for (int i = 0; i < 2048; ++i) {
+    t->Observe(Whole(8000, 1));
+    t->Observe(Share(4000, 500));
+  }
+  EXPECT_FALSE(Learner(t).past_forgotten());
+  const auto& shapes = Learner(t).model().target().shapes;
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_DOUBLE_EQ(shapes[0].popularity, 0.5);
+}
+
+TEST(TesseraPastTest, WithoutAPastNothingIsForgotten) {
+  auto t = MakeTesseraScorer();
+  for (int i = 0; i < 100; ++i) t->Observe(Whole(8000, 1));
+  EXPECT_FALSE(Learner(t).past_forgotten());
+  // A past that comes after the first arrival is one more arrival.
+  t->ObservePast(Share(4000, 500));
+  t->Observe(Whole(8000, 1));
+  EXPECT_FALSE(Learner(t).past_forgotten());
+}
+
+TEST(TesseraPastTest, FalseAlarmRateIsValidated) {
+  for (double bad : {0.0, 1.0, -0.5, std::nan("")}) {
+    TesseraConfig c;
+    c.past_false_alarm = bad;
+    EXPECT_FALSE(c.Validate().ok()) << bad;
+  }
+  TesseraConfig c;
+  c.past_false_alarm = 0.05;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
 // ---------------------------------------------------------------------------------------
 // SharePrices: dual prices of the share-packing LP.
 
