@@ -40,23 +40,26 @@ int PastClass(const Demand& d) {
 void FragDescentScorer::Observe(const Demand& d) {
   if (!learn_online_) return;
   seen_.Add(d);
-  if (past_n_ > 0) arrivals_.Add(d);
+  if (past_n_ > 0 && !past_forgotten_) arrivals_.Add(d);
   ++arrival_classes_[PastClass(d)];
   ++arrivals_n_;
   if (past_n_ > 0 && !past_forgotten_ && arrivals_n_ >= next_past_check_) {
     next_past_check_ *= 2;
     if (!PastAgrees()) {
       past_forgotten_ = true;
-      seen_ = arrivals_;
+      seen_ = std::move(arrivals_);
+      arrivals_ = ShapeTally();
       next_relearn_ = seen_.tasks();
     }
   }
-  if (seen_.tasks() >= next_relearn_) {
-    Relearn();
-    // Re-learn at doubling counts while the estimate is young, then every kRelearnEvery.
-    next_relearn_ =
-        seen_.tasks() < kRelearnEvery ? seen_.tasks() * 2 : seen_.tasks() + kRelearnEvery;
-  }
+  RelearnWhenDue();
+}
+
+void FragDescentScorer::RelearnWhenDue() {
+  if (seen_.tasks() < next_relearn_) return;
+  Relearn();
+  // Re-learn at doubling counts while the estimate is young, then every kRelearnEvery.
+  next_relearn_ = seen_.tasks() < kRelearnEvery ? seen_.tasks() * 2 : seen_.tasks() + kRelearnEvery;
 }
 
 void FragDescentScorer::ObservePast(const Demand& d) {
@@ -68,11 +71,7 @@ void FragDescentScorer::ObservePast(const Demand& d) {
   ++past_classes_[PastClass(d)];
   ++past_n_;
   seen_.Add(d);
-  if (seen_.tasks() >= next_relearn_) {
-    Relearn();
-    next_relearn_ =
-        seen_.tasks() < kRelearnEvery ? seen_.tasks() * 2 : seen_.tasks() + kRelearnEvery;
-  }
+  RelearnWhenDue();
 }
 
 bool FragDescentScorer::PastAgrees() const {

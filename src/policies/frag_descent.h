@@ -90,6 +90,8 @@ class FragDescentScorer : public Scorer {
     size_t operator()(const NodeKey& k) const;
   };
   void Relearn();
+  // Relearn() when the count of shapes seen has reached next_relearn_, and the next count.
+  void RelearnWhenDue();
   // Whether the arrivals so far agree with the past (see ObservePast).
   bool PastAgrees() const;
 
