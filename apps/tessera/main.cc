@@ -34,13 +34,13 @@ int RunSimFill(const FillArgs& a) {
   auto pods = ReadPodsCsv(a.pods);
   if (!pods.ok()) return Fail(pods.status());
   std::vector<Workload> past;
+  FillHooks shared;
   if (!a.past.empty()) {
     auto read = ReadPodsCsv(a.past);
     if (!read.ok()) return Fail(read.status());
     past = std::move(read).value();
+    shared.past = &past;
   }
-  FillHooks shared;
-  if (!a.past.empty()) shared.past = &past;
   auto results = RunFillMatrix(*nodes, *pods, *policies, *seeds, *tune, *threads, shared);
   if (!results.ok()) return Fail(results.status());
   std::fputs(FillTable(*results).c_str(), stdout);

@@ -40,9 +40,12 @@ int PastClass(const Demand& d) {
 void FragDescentScorer::Observe(const Demand& d) {
   if (!learn_online_) return;
   seen_.Add(d);
-  if (past_n_ > 0 && !past_forgotten_) arrivals_.Add(d);
-  ++arrival_classes_[PastClass(d)];
   ++arrivals_n_;
+  // Only a past still trusted needs the arrivals apart: without one, an arrival costs no more.
+  if (past_n_ > 0 && !past_forgotten_) {
+    arrivals_.Add(d);
+    ++arrival_classes_[PastClass(d)];
+  }
   if (past_n_ > 0 && !past_forgotten_ && arrivals_n_ >= next_past_check_) {
     next_past_check_ *= 2;
     if (!PastAgrees()) {
