@@ -41,6 +41,13 @@ struct TesseraConfig {
   // class pinned to it alone had the upper confidence bound of its share after n GPU tasks
   // without one, -ln(1 - c) / n (the "rule of three" at c = 0.95). 0 turns it off.
   double unseen_pinned_confidence = 0.95;
+  // rho: weight of the capacity-balance loss (docs/POLICIES.md item 7), the milli-GPU of the mix
+  // to come that a placement keeps from fitting, by the duals of a fluid LP over the free GPU
+  // and CPU of each node group; 1 puts it in the units of Delta F. 0 turns it off.
+  double balance_weight = 1;
+  // The LP's classes: the learned GPU shapes cut, by GPU count, allowed models and CPU per GPU,
+  // into about this many classes of equal GPU demand (its resolution of the mix).
+  int balance_classes = 32;
   // A past workload (Scorer::ObservePast) is forgotten once the arrivals disagree with it; this
   // is the chance, per comparison, of forgetting a past that does describe the arrivals.
   double past_false_alarm = 0.001;

@@ -1,5 +1,5 @@
-// Tessera's policy: fragmentation descent with CPU-stranding look-ahead, a share-packing loss
-// and a model-scarcity loss, against the workload mix learned online.
+// Tessera's policy: fragmentation descent with CPU-stranding look-ahead, a share-packing loss,
+// a model-scarcity loss and a capacity-balance loss, against the workload mix learned online.
 //
 // For a node with free CPU c and idle GPU R (milli), the GPU that CPU exhaustion will strand is
 // S = sum over the GPU shapes m seen so far of w_m * max(0, R - c / kappa_m): w_m is m's share of
@@ -7,6 +7,7 @@
 // milli-GPU of the whole mix (so the node is filled at each shape's own ratio, in proportion to
 // the GPU each shape asks for). The policy minimises
 //   x = Delta F + lambda * Delta S + mu * 1000 * Loss(r, d) + sigma * phi * (p_m - p_min(A)) * g
+//       + rho * B(n, d)
 // where F is the FGD fragmentation measure against the shapes learned online (docs/POLICIES.md);
 // Loss(r, d), for a GPU-share pod only, is how far putting share d on a GPU with r free moves
 // away from an optimal fractional packing of the shares seen so far (LP dual prices,
@@ -17,17 +18,24 @@
 // of a share not seen yet, capped at 1), p_min(A) the lowest price among the models the pod
 // allows and g its milli-GPU; phi is the share of the cluster still free when the prices were
 // computed, in whichever of GPU and CPU is scarcer (the pinned demand to come can only claim what
-// is free). Model prices and phi are recomputed at the first PreScore after each re-learning, so
-// they are constant while scores are cached. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
+// is free). The policy adds rho * B(n, d): the capacity-balance loss of capacity_prices.h, the
+// cost of the workload's GPU and CPU at the shadow prices of its node's group above the cheapest
+// group that can host it, from an LP that places the mix learned so far on the free capacity of
+// each group (nodes of one GPU model and GPU count). Model prices, phi and the balance prices are
+// recomputed at the first PreScore after each re-learning, so they are constant while scores are
+// cached. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
 // candidates within about T/25 milli-GPU of each other tie and the engine's seeded node order
 // spreads them.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "policies/builtin.h"
+#include "policies/capacity_prices.h"
 #include "policies/frag_descent.h"
 #include "policies/share_prices.h"
 
@@ -65,6 +73,9 @@ struct Learned {
   bool prices_stale = false;  // Learn ran; the next PreScore recomputes the model prices
   // The share of the cluster's GPU capacity that was free when the prices were last computed.
   double free_share = 1.0;
+  // The LP classes of the mix seen (demand: share of the GPU requested), at the last Learn.
+  std::vector<CapacityClass> balance_classes;
+  CapacityPrices balance;  // updated with the model prices
 
   // The lowest price among the models of `mask` present in the cluster (0 for mask 0 when
   // some model has price 0, as for any pod that may use every model). Remembers the last mask
@@ -160,6 +171,73 @@ std::vector<RatioBucket> LearnRatios(const TargetWorkload& all) {
   return out;
 }
 
+// The GPU shapes of `all` as at most about `max_classes` LP classes. Shapes are first split by
+// GPU count and allowed models; each such kind gets classes in proportion to its share of the
+// GPU requested (at least one), and its shapes, in order of CPU per GPU, are cut into that many
+// runs of about equal GPU. A class's demand is its share of the GPU requested, its ratio the
+// GPU-weighted mean of its shapes'. Equal-weight cuts keep the ratios' resolution the same
+// whatever their scale, so no bin edge decides which shapes are one class.
+std::vector<CapacityClass> LearnBalanceClasses(const TargetWorkload& all, int max_classes) {
+  double total = 0;
+  for (const TaskShape& t : all.shapes) total += t.popularity * t.num_gpu * t.gpu_milli;
+  std::vector<CapacityClass> out;
+  if (total <= 0) return out;
+  struct Part {
+    double ratio, share;
+  };
+  std::map<std::pair<int, ModelMask>, std::vector<Part>> kinds;
+  for (const TaskShape& t : all.shapes) {
+    if (t.num_gpu == 0) continue;
+    const double g = static_cast<double>(t.num_gpu) * t.gpu_milli;
+    kinds[{t.num_gpu, t.models}].push_back(
+        {static_cast<double>(t.cpu) / g, t.popularity * g / total});
+  }
+  for (auto& [kind, parts] : kinds) {
+    std::sort(parts.begin(), parts.end(),
+              [](const Part& a, const Part& b) { return a.ratio < b.ratio; });
+    double share = 0;
+    for (const Part& p : parts) share += p.share;
+    const int cuts = std::max(1, static_cast<int>(std::lround(share * max_classes)));
+    CapacityClass c{kind.first, kind.second, 0, 0};
+    double done = 0;
+    int made = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      c.cpu_per_gpu += parts[i].ratio * parts[i].share;
+      c.demand += parts[i].share;
+      done += parts[i].share;
+      if (i + 1 == parts.size() || done >= share * (made + 1) / cuts) {
+        c.cpu_per_gpu /= c.demand;
+        out.push_back(c);
+        ++made;
+        c = CapacityClass{kind.first, kind.second, 0, 0};
+      }
+    }
+  }
+  return out;
+}
+
+// Prices the free capacity of `state` for the classes of `l` scaled to `fill_gpu` milli-GPU of
+// demand, grouping nodes by GPU model and count.
+void LearnBalancePrices(const ClusterState& state, double fill_gpu, Learned& l) {
+  std::map<std::pair<GpuModelId, int>, CapacityGroup> groups;
+  for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
+    const NodeSpec& spec = state.spec(n);
+    if (spec.gpu_count <= 0) continue;
+    const NodeFree& f = state.free(n);
+    CapacityGroup& g = groups[{spec.model, spec.gpu_count}];
+    g.model = spec.model;
+    g.gpu_count = spec.gpu_count;
+    g.free_gpu += f.gpu_total;
+    g.free_cpu += static_cast<double>(f.cpu);
+  }
+  std::vector<CapacityGroup> gv;
+  gv.reserve(groups.size());
+  for (const auto& [key, g] : groups) gv.push_back(g);
+  std::vector<CapacityClass> cv = l.balance_classes;
+  for (CapacityClass& c : cv) c.demand *= fill_gpu;
+  l.balance = CapacityPrices::Solve(gv, cv);
+}
+
 class TesseraScorer final : public FragDescentScorer {
  public:
   TesseraScorer(const TesseraConfig& cfg, std::shared_ptr<Learned> learned, ScoreFn fn)
@@ -181,6 +259,8 @@ class TesseraScorer final : public FragDescentScorer {
     learned_->prices = SharePrices::Solve(shares);
     learned_->all_shapes = seen.Build(100.0);
     learned_->ratios = LearnRatios(learned_->all_shapes);
+    if (cfg_.balance_weight > 0)
+      learned_->balance_classes = LearnBalanceClasses(learned_->all_shapes, cfg_.balance_classes);
     learned_->last_delta_s.stamp = 0;
     learned_->gpu_tasks = seen.gpu_tasks();
     learned_->prices_stale = true;
@@ -221,6 +301,9 @@ class TesseraScorer final : public FragDescentScorer {
                                  : 1.0;
       if (total_cpu > 0)
         learned_->free_share = std::min(learned_->free_share, free_cpu / total_cpu);
+      // The mix to come is priced up to the free GPU: what the free CPU cannot feed is what
+      // the LP's CPU prices are about.
+      if (cfg_.balance_weight > 0) LearnBalancePrices(state, free_gpu, *learned_);
       learned_->prices_stale = false;
     }
     FragDescentScorer::PreScore(state, d, feasible, rng);
@@ -259,6 +342,10 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: scarcity_weight must be in [0, 100]");
   if (!(unseen_pinned_confidence >= 0 && unseen_pinned_confidence < 1))
     return InvalidArgument("tessera: unseen_pinned_confidence must be in [0, 1)");
+  if (!(balance_weight >= 0 && balance_weight <= 100))
+    return InvalidArgument("tessera: balance_weight must be in [0, 100]");
+  if (!(balance_classes >= 1 && balance_classes <= 256))
+    return InvalidArgument("tessera: balance_classes must be in [1, 256]");
   if (!(past_false_alarm > 0 && past_false_alarm < 1))
     return InvalidArgument("tessera: past_false_alarm must be in (0, 1)");
   return Status::Ok();
@@ -284,6 +371,8 @@ std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
            (learned->model_price[f.model] - learned->MinPrice(d.models)) *
            static_cast<double>(d.TotalMilliGpu());
     }
+    if (d.num_gpu > 0 && cfg.balance_weight > 0 && !learned->balance.empty())
+      x += cfg.balance_weight * learned->balance.Loss(f.model, f.gpu_count, d);
     return FgdIntegerScore(x * 1000.0 / cfg.score_temperature);
   };
   return std::make_unique<TesseraScorer>(cfg, learned, std::move(fn));
