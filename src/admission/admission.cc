@@ -177,7 +177,7 @@ int64_t Admission::GpuEquivalentMilli(GpuModelId model, int64_t milli_gpu) const
   return impl_->EqMilli(model, milli_gpu);
 }
 
-Status Admission::Submit(const JobSpec& job) {
+Status Admission::Enqueue(const JobSpec& job) {
   Impl& im = *impl_;
   auto q = im.queue_index.find(job.queue);
   if (q == im.queue_index.end())
@@ -225,6 +225,11 @@ Status Admission::Submit(const JobSpec& job) {
   j.why = "not yet considered by a scheduling cycle";
   ++im.qs[j.queue].pending;
   im.jobs.emplace(job.id, std::move(j));
+  return Status::Ok();
+}
+
+Status Admission::Submit(const JobSpec& job) {
+  TESSERA_RETURN_IF_ERROR(Enqueue(job));
   // Online placement policies learn the mix from arrivals.
   for (int i = 0; i < job.pods; ++i) engine_.Observe(job.pod);
   return Status::Ok();
@@ -253,7 +258,7 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
                         const std::vector<Placement>& placements, double start,
                         const std::vector<SliceAssignment>& slices) {
   Impl& im = *impl_;
-  TESSERA_RETURN_IF_ERROR(Submit(job));
+  TESSERA_RETURN_IF_ERROR(Enqueue(job));
   Impl::Job& j = im.jobs.at(job.id);
   auto undo = [&](const std::string& why) {
     for (auto it = j.pods.rbegin(); it != j.pods.rend(); ++it) (void)state.Release(*it);
@@ -301,6 +306,7 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
   im.qs[j.queue].usage[flavor] += charge;
   --im.qs[j.queue].pending;
   ++im.qs[j.queue].running;
+  for (int i = 0; i < job.pods; ++i) engine_.ObservePast(job.pod);
   return Status::Ok();
 }
 

@@ -258,6 +258,10 @@ class Admission {
   // does not fit (e.g. a GPU would be assigned twice) or no flavor matches.
   // For a slice job, `slices` (one per placement) names each pod's slice; it is allocated as
   // given (a MIG instance must exist and be free).
+  // An adopted job's pods are the cluster's past for the placement policy
+  // (Scorer::ObservePast): adopted before any job is submitted, they are compared with the
+  // arrivals and forgotten if the mix has changed; adopted later, they count as arrivals. A
+  // refused adoption is not observed.
   Status Adopt(ClusterState& state, const JobSpec& job, const std::vector<Placement>& placements,
                double start, const std::vector<SliceAssignment>& slices = {});
   // Requeues, whole, every running job with a pod on node n (the node disappeared or became
@@ -317,6 +321,8 @@ class Admission {
  private:
   Admission(std::vector<QueueSpec> queues, AdmissionConfig config, std::unique_ptr<Scorer> scorer,
             uint64_t seed);
+  // Submit, without showing the job to the placement policy.
+  Status Enqueue(const JobSpec& job);
   struct Impl;
   friend struct Impl;
   std::vector<QueueSpec> queues_;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/random.h"
+#include "engine/gpu_select.h"
 #include "policies/builtin.h"
 
 namespace tessera {
@@ -557,6 +558,41 @@ TEST(AdmissionOrderTest, StrictFifoBlocksBehindTheHead) {
 }
 
 // ---- restart, lost nodes, node restrictions ---------------------------------------------------
+
+// Counts what the placement policy is shown; places on the first fitting GPUs.
+class RecordingScorer final : public Scorer {
+ public:
+  RecordingScorer(int* arrivals, int* past) : arrivals_(arrivals), past_(past) {}
+  std::string_view name() const override { return "recording"; }
+  void Observe(const Demand&) override { ++*arrivals_; }
+  void ObservePast(const Demand&) override { ++*past_; }
+  NodeScore Score(const ClusterState& state, NodeIdx n, const Demand& d) override {
+    return {0, SelectFirstFit(state.free(n), d)};
+  }
+
+ private:
+  int* arrivals_;
+  int* past_;
+};
+
+TEST(AdmissionRecoveryTest, AdoptedPodsAreThePolicysPastAndArrivalsAreNot) {
+  int arrivals = 0, past = 0;
+  auto a = Admission::Create({Queue("team", "", 4)}, {},
+                             std::make_unique<RecordingScorer>(&arrivals, &past), 1);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  Admission& adm = **a;
+  ClusterState c = Cluster(1, 4);
+  ASSERT_TRUE(
+      adm.Adopt(c, Job(1, "team", 1, 2), {Placement{0, 0b0001}, Placement{0, 0b0010}}, 10).ok());
+  EXPECT_EQ(past, 2);
+  EXPECT_EQ(arrivals, 0);
+  // A refused adoption (GPU 0 is taken) shows the policy nothing.
+  EXPECT_FALSE(adm.Adopt(c, Job(2, "team"), {Placement{0, 0b0001}}, 10).ok());
+  EXPECT_EQ(past, 2);
+  ASSERT_TRUE(adm.Submit(Job(3, "team", 1, 3)).ok());
+  EXPECT_EQ(past, 2);
+  EXPECT_EQ(arrivals, 3);
+}
 
 TEST(AdmissionRecoveryTest, AdoptRebuildsUsageAndRefusesDoubleAssignment) {
   auto adm = Make({Queue("team", "", 4)});
