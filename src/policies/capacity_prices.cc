@@ -78,7 +78,7 @@ CapacityPrices CapacityPrices::Solve(std::span<const CapacityGroup> groups,
       vars.push_back({k, g});
     }
   }
-  if (vars.empty()) return out;
+  if (vars.empty() || vars.size() > kMaxPairs) return out;
   out.groups_.assign(groups.begin(), groups.end());
   out.group_of_.assign(64 * (kMaxGpusPerNode + 1), -1);
   for (size_t g = 0; g < num_groups; ++g)

@@ -45,6 +45,10 @@ std::vector<double> SolveLpDuals(std::span<const double> a, std::span<const doub
 
 class CapacityPrices {
  public:
+  // Above this many (class, group) pairs the LP is not solved and nothing is priced: a dense
+  // tableau of that size takes tens of milliseconds per solve.
+  static constexpr size_t kMaxPairs = 4096;
+
   CapacityPrices() = default;
   static CapacityPrices Solve(std::span<const CapacityGroup> groups,
                               std::span<const CapacityClass> classes);

@@ -206,8 +206,10 @@ std::vector<CapacityClass> LearnBalanceClasses(const TargetWorkload& all, int ma
       c.demand += parts[i].share;
       done += parts[i].share;
       if (i + 1 == parts.size() || done >= share * (made + 1) / cuts) {
-        c.cpu_per_gpu /= c.demand;
-        out.push_back(c);
+        if (c.demand > 0) {
+          c.cpu_per_gpu /= c.demand;
+          out.push_back(c);
+        }
         ++made;
         c = CapacityClass{kind.first, kind.second, 0, 0};
       }

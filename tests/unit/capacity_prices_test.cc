@@ -111,6 +111,15 @@ TEST_F(CapacityPricesTest, ClassesUseOnlyTheirModelsAndNodeSizes) {
   EXPECT_TRUE(CapacityPrices::Solve(groups_, classes_).empty());
 }
 
+TEST(CapacityPricesEmptyTest, TooLargeAnLpIsNotSolved) {
+  std::vector<CapacityGroup> groups;
+  for (int g = 1; g <= 16; ++g) groups.push_back({Model("A100-80GB"), g, 8000.0 * g, 1e6});
+  std::vector<CapacityClass> classes(CapacityPrices::kMaxPairs / 16, {1, 0, 1000, 4});
+  EXPECT_FALSE(CapacityPrices::Solve(groups, classes).empty());
+  classes.push_back({1, 0, 1000, 4});
+  EXPECT_TRUE(CapacityPrices::Solve(groups, classes).empty());
+}
+
 TEST(CapacityPricesEmptyTest, NothingToPlaceMeansNoPrices) {
   const std::vector<CapacityGroup> groups = {{Model("T4"), 2, 2000, 100000}};
   EXPECT_TRUE(CapacityPrices::Solve(groups, {}).empty());
