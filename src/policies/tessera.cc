@@ -31,7 +31,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "policies/builtin.h"
