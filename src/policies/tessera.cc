@@ -217,20 +217,20 @@ std::vector<CapacityClass> LearnBalanceClasses(const TargetWorkload& all, int ma
   return out;
 }
 
-// Prices the free capacity of `state` for the classes of `l` scaled to `fill_gpu` milli-GPU of
-// demand, grouping nodes by GPU model and count.
-void LearnBalancePrices(const ClusterState& state, double fill_gpu, Learned& l) {
-  std::map<std::pair<GpuModelId, int>, CapacityGroup> groups;
-  for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
-    const NodeSpec& spec = state.spec(n);
-    if (spec.gpu_count <= 0) continue;
-    const NodeFree& f = state.free(n);
-    CapacityGroup& g = groups[{spec.model, spec.gpu_count}];
-    g.model = spec.model;
-    g.gpu_count = spec.gpu_count;
-    g.free_gpu += f.gpu_total;
-    g.free_cpu += static_cast<double>(f.cpu);
-  }
+using BalanceGroups = std::map<std::pair<GpuModelId, int>, CapacityGroup>;
+
+// Adds a node with GPUs to its group (GPU model and count).
+void AddToGroup(const NodeSpec& spec, const NodeFree& f, BalanceGroups& groups) {
+  CapacityGroup& g = groups[{spec.model, spec.gpu_count}];
+  g.model = spec.model;
+  g.gpu_count = spec.gpu_count;
+  g.free_gpu += f.gpu_total;
+  g.free_cpu += static_cast<double>(f.cpu);
+}
+
+// Prices the free capacity of `groups` for the classes of `l` scaled to `fill_gpu` milli-GPU
+// of demand.
+void LearnBalancePrices(const BalanceGroups& groups, double fill_gpu, Learned& l) {
   std::vector<CapacityGroup> gv;
   gv.reserve(groups.size());
   for (const auto& [key, g] : groups) gv.push_back(g);
@@ -274,11 +274,13 @@ class TesseraScorer final : public FragDescentScorer {
     if (learned_->prices_stale) {
       learned_->model_capacity.fill(0.0);
       double free_gpu = 0, free_cpu = 0, total_cpu = 0;
+      BalanceGroups groups;
       for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
         const NodeSpec& spec = state.spec(n);
         const NodeFree& f = state.free(n);
         free_cpu += static_cast<double>(f.cpu);
         total_cpu += static_cast<double>(spec.cpu.v);
+        if (cfg_.balance_weight > 0 && spec.gpu_count > 0) AddToGroup(spec, f, groups);
         if (spec.gpu_count <= 0 || spec.model >= kModels) continue;
         learned_->model_capacity[spec.model] += f.gpu_total;
         free_gpu += f.gpu_total;
@@ -304,7 +306,7 @@ class TesseraScorer final : public FragDescentScorer {
         learned_->free_share = std::min(learned_->free_share, free_cpu / total_cpu);
       // The mix to come is priced up to the free GPU: what the free CPU cannot feed is what
       // the LP's CPU prices are about.
-      if (cfg_.balance_weight > 0) LearnBalancePrices(state, free_gpu, *learned_);
+      if (cfg_.balance_weight > 0) LearnBalancePrices(groups, free_gpu, *learned_);
       learned_->prices_stale = false;
     }
     FragDescentScorer::PreScore(state, d, feasible, rng);
