@@ -90,6 +90,9 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
   }
   const NodeIdx idx = static_cast<NodeIdx>(specs_.size());
   gpu_capacity_milli_ += f.gpu_total;
+  if (spec.model < free_gpu_by_model_.size()) free_gpu_by_model_[spec.model] += f.gpu_total;
+  free_cpu_milli_ += f.cpu;
+  cpu_capacity_milli_ += f.cpu;
   by_name_.emplace(spec.name, idx);
   specs_.push_back(std::move(spec));
   free_.push_back(f);
@@ -133,6 +136,7 @@ void ClusterState::Sync(NodeIdx n, int g, int held_before) {
   const GpuSlices& gpu = gpus_[n][g];
   const int free_now = gpu.FreeMilli();
   f.gpu_total += free_now - f.gpu[g];
+  if (f.model < free_gpu_by_model_.size()) free_gpu_by_model_[f.model] += free_now - f.gpu[g];
   f.gpu[g] = static_cast<int16_t>(free_now);
   gpu_allocated_milli_ += gpu.HeldMilli() - held_before;
 }
@@ -141,6 +145,7 @@ void ClusterState::Apply(const Entry& e, int sign) {
   const SliceAssignment& a = e.slice;
   NodeFree& f = free_[a.node];
   f.cpu -= sign * e.cpu;
+  free_cpu_milli_ -= sign * e.cpu;
   f.memory -= sign * e.memory;
   const int shape = ShapeClass(a);
   if (shape >= 0) f.shape_pods[shape] = static_cast<uint16_t>(f.shape_pods[shape] + sign);
@@ -371,6 +376,14 @@ Status ClusterState::CheckInvariants() const {
     if (a.shape_pods != b.shape_pods) return Internal(where + ": pod shape counts disagree");
   }
   if (allocated != gpu_allocated_milli_) return Internal("cluster GPU allocation total disagrees");
+  std::array<int64_t, 64> by_model{};
+  int64_t free_cpu = 0;
+  for (size_t n = 0; n < specs_.size(); ++n) {
+    free_cpu += free_[n].cpu;
+    if (free_[n].model < by_model.size()) by_model[free_[n].model] += free_[n].gpu_total;
+  }
+  if (by_model != free_gpu_by_model_) return Internal("cluster free GPU by model disagrees");
+  if (free_cpu != free_cpu_milli_) return Internal("cluster free CPU total disagrees");
   return Status::Ok();
 }
 

@@ -135,6 +135,13 @@ class ClusterState {
   int64_t min_gpu_memory_mib() const { return min_gpu_memory_mib_; }
   int64_t max_gpu_memory_mib() const { return max_gpu_memory_mib_; }
   int64_t gpu_allocated_milli() const { return gpu_allocated_milli_; }
+  // Sums of NodeFree over the nodes, kept with the ledger: free milli-GPU of the GPUs of one
+  // model (0 for an id with no GPUs), free milli-CPU, and the milli-CPU of every node.
+  int64_t free_gpu_milli(GpuModelId model) const {
+    return model < free_gpu_by_model_.size() ? free_gpu_by_model_[model] : 0;
+  }
+  int64_t free_cpu_milli() const { return free_cpu_milli_; }
+  int64_t cpu_capacity_milli() const { return cpu_capacity_milli_; }
   int64_t total_gpus() const { return gpu_capacity_milli_ / 1000; }
 
   // Recomputes every node's free resources and every GPU's slice state from capacities and
@@ -168,6 +175,9 @@ class ClusterState {
   int64_t max_gpu_memory_mib_ = 0;
   int64_t gpu_allocated_milli_ = 0;
   int64_t reconfigurations_ = 0;
+  std::array<int64_t, 64> free_gpu_by_model_{};  // by model id (ids are < 64)
+  int64_t free_cpu_milli_ = 0;
+  int64_t cpu_capacity_milli_ = 0;
 };
 
 }  // namespace tessera

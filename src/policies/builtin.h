@@ -37,6 +37,11 @@ struct TesseraConfig {
   // sigma: weight of the model-scarcity loss, in milli-GPU of pinned demand displaced per
   // milli-GPU placed; 1 puts it in the units of Delta F. 0 turns it off.
   double scarcity_weight = 1;
+  // The model prices and phi follow the ledger's free capacity at every GPU decision; the prices
+  // in use move on once phi * p_m has moved by enough to change a one-GPU workload's cost by
+  // this many steps of the score (a step is T/25 milli-GPU where the score is steepest), and at
+  // every re-learning. 0 moves them at every change.
+  double reprice_tolerance = 1;
   // Model-pinned classes not seen yet (docs/POLICIES.md item 6): every model is priced as if a
   // class pinned to it alone had the upper confidence bound of its share after n GPU tasks
   // without one, -ln(1 - c) / n (the "rule of three" at c = 0.95). 0 turns it off.

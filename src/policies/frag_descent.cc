@@ -122,7 +122,11 @@ void FragDescentScorer::PreScore(const ClusterState& state, const Demand& d,
 
 NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const Demand& d) {
   const NodeFree& f = state.free(n);
-  if (current_ == nullptr) return Evaluate(f, d, n);
+  if (current_ == nullptr) {
+    NodeScore s = Evaluate(f, d, n);
+    if (finish_) s.score = Finish(s.score, f, d);
+    return s;
+  }
   Entry& e = (*current_)[n];
   if (e.gen == gen_ && e.stamp != f.stamp) {
     // The node changed since this shape last scored it: its new state is rarely shared.
@@ -133,11 +137,34 @@ NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const D
     std::copy(f.gpu.begin(), f.gpu.begin() + f.gpu_count, key.gpu.begin());
     if (alike_.size() >= kMaxAlike) alike_.clear();
     auto [it, added] = alike_.try_emplace(key);
-    if (added) it->second = Evaluate(f, d, n);
-    e = {f.stamp, static_cast<float>(it->second.score), static_cast<uint16_t>(it->second.gpus),
-         gen_};
+    Alike& a = it->second;
+    if (added) a.score = Evaluate(f, d, n);
+    e = {f.stamp, static_cast<float>(a.score.score), static_cast<uint16_t>(a.score.gpus), gen_};
+    // Alike nodes share the model the finish may depend on, so they share its result too.
+    if (finish_) {
+      if (a.finish_gen != finish_gen_) {
+        a.final = static_cast<float>(Finish(e.score, f, d));
+        a.finish_gen = finish_gen_;
+      }
+      e.final = a.final;
+      e.finish_gen = finish_gen_;
+    }
   }
-  return {e.score, e.gpus};
+  if (!finish_) return {e.score, e.gpus};
+  if (e.finish_gen != finish_gen_) {
+    e.final = static_cast<float>(Finish(e.score, f, d));
+    e.finish_gen = finish_gen_;
+  }
+  return {e.final, e.gpus};
+}
+
+void FragDescentScorer::FinishChanged() {
+  if (++finish_gen_ == 0) {
+    for (auto& c : cache_)
+      for (Entry& e : c) e.finish_gen = 0;
+    for (auto& [key, a] : alike_) a.finish_gen = 0;
+    finish_gen_ = 1;
+  }
 }
 
 size_t FragDescentScorer::NodeKeyHash::operator()(const NodeKey& k) const {

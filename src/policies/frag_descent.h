@@ -49,14 +49,24 @@ class FragDescentScorer : public Scorer {
   virtual TargetWorkload Learn(const ShapeTally& seen) { return seen.Build(95.0); }
   // The chance, per comparison, of forgetting a past that the arrivals do agree with.
   void set_past_false_alarm(double rate) { past_false_alarm_ = rate; }
+  // With a finish, the cache holds ScoreFn's value and Score returns Finish(value, node,
+  // demand), itself remembered until FinishChanged(): a node-level term that can change
+  // without a new evaluation of the node. ScoreFn still picks the GPU within a node, so the
+  // finish must not depend on the GPU.
+  void enable_finish() { finish_ = true; }
+  virtual double Finish(double value, const NodeFree&, const Demand&) { return value; }
+  void FinishChanged();
 
  private:
-  // 16 bytes. Scores are stored as float: score functions return small integers (exact).
+  // 24 bytes. Scores are stored as float: score functions return small integers (exact), or,
+  // with a finish, costs in milli-GPU whose rounding is far below the finish's resolution.
   struct Entry {
     uint64_t stamp = 0;
     float score = 0;
     uint16_t gpus = 0;
     uint16_t gen = 0;
+    uint32_t finish_gen = 0;  // the finish_gen_ of `final`; 0 = none
+    float final = 0;
   };
   static_assert(kMaxGpusPerNode <= 16, "Entry::gpus holds a 16-GPU mask");
   struct ShapeKey {
@@ -99,6 +109,8 @@ class FragDescentScorer : public Scorer {
   FragModel model_;
   ScoreFn fn_;
   bool learn_online_;
+  bool finish_ = false;
+  uint32_t finish_gen_ = 1;
   uint16_t gen_ = 1;  // bumps when the target workload changes; caches reset on wrap
   // Online learning state.
   ShapeTally seen_;
@@ -122,7 +134,12 @@ class FragDescentScorer : public Scorer {
   // while the cluster is empty) are evaluated once per shape. Cleared at each re-learning,
   // and when it holds kMaxAlike entries.
   static constexpr size_t kMaxAlike = size_t{1} << 16;
-  std::unordered_map<NodeKey, NodeScore, NodeKeyHash> alike_;
+  struct Alike {
+    NodeScore score;
+    float final = 0;          // Finish of score, at finish_gen
+    uint32_t finish_gen = 0;  // 0 = none
+  };
+  std::unordered_map<NodeKey, Alike, NodeKeyHash> alike_;
 };
 
 // floor(100 * sigmoid(-delta / 1000)): FGD's integer node score.

@@ -21,9 +21,11 @@
 // is free). The policy adds rho * B(n, d): the capacity-balance loss of capacity_prices.h, the
 // cost of the workload's GPU and CPU at the shadow prices of its node's group above the cheapest
 // group that can host it, from an LP that places the mix learned so far on the free capacity of
-// each group (nodes of one GPU model and GPU count). Model prices, phi and the balance prices are
-// recomputed at the first PreScore after each re-learning, so they are constant while scores are
-// cached. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
+// each group (nodes of one GPU model and GPU count). The balance prices are recomputed at the
+// first PreScore after each re-learning; model prices and phi follow the ledger's free capacity
+// at every GPU decision (moving on once they change a one-GPU cost by reprice_tolerance score
+// steps). The model-scarcity loss is therefore added after the score cache, in Finish, and the
+// cache holds the rest of x. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
 // candidates within about T/25 milli-GPU of each other tie and the engine's seeded node order
 // spreads them.
 #include <algorithm>
@@ -62,14 +64,18 @@ struct Learned {
     double delta = 0;
   } last_delta_s;
   SharePrices prices;  // dual prices of the share-packing LP over the shares seen so far
-  // Scarcity of each GPU model: the share of its capacity that the model-pinned GPU demand
-  // seen so far would claim if the mix filled the cluster (capped at 1). Updated at Learn.
+  // Scarcity of each GPU model: the share of its free capacity that the model-pinned GPU
+  // demand seen so far would claim if the mix filled the cluster (capped at 1), and the free
+  // GPU per model (milli) it was computed from: the prices in use (PriceModels).
   std::array<double, kModels> model_price{};
-  // GPU capacity per model (milli), taken from the cluster when its node count changes.
   std::array<double, kModels> model_capacity{};
   TargetWorkload all_shapes;  // every shape seen, at the last Learn
-  int64_t gpu_tasks = 0;      // GPU tasks seen, at the last Learn
-  bool prices_stale = false;  // Learn ran; the next PreScore recomputes the model prices
+  // The model-pinned classes seen (allowed models, share of the GPU requested), at the last Learn.
+  std::vector<std::pair<ModelMask, double>> pinned;
+  int64_t gpu_tasks = 0;  // GPU tasks seen, at the last Learn
+  // Learn ran: the next PreScore solves the balance LP again, and the next GPU demand's
+  // PreScore puts new model prices in use whatever they moved.
+  bool balance_stale = false, models_stale = false;
   // The share of the cluster's GPU capacity that was free when the prices were last computed.
   double free_share = 1.0;
   // The LP classes of the mix seen (demand: share of the GPU requested), at the last Learn.
@@ -103,30 +109,42 @@ struct Learned {
 // pinned class spreads over its allowed models in proportion to their free capacity.
 // `unseen_share` adds, for every model, a class pinned to that model alone that was not seen
 // yet, with that share of the demand to come (docs/POLICIES.md item 6).
-void LearnModelPrices(const TargetWorkload& all, double fill_gpu, double unseen_share, Learned& l) {
-  l.model_price.fill(0.0);
-  if (fill_gpu <= 0) return;
+std::array<double, kModels> ModelPrices(const std::array<double, kModels>& capacity,
+                                        std::span<const std::pair<ModelMask, double>> pinned,
+                                        double fill_gpu, double unseen_share) {
+  std::array<double, kModels> price{};
+  if (fill_gpu <= 0) return price;
   if (unseen_share > 0) {
     for (int m = 0; m < kModels; ++m)
-      if (l.model_capacity[m] > 0) l.model_price[m] = unseen_share * fill_gpu / l.model_capacity[m];
+      if (capacity[m] > 0) price[m] = unseen_share * fill_gpu / capacity[m];
   }
+  for (const auto& [mask, share] : pinned) {
+    double cap = 0;
+    for (int m = 0; m < kModels; ++m) {
+      if ((mask >> m) & 1) cap += capacity[m];
+    }
+    if (cap <= 0) continue;
+    for (int m = 0; m < kModels; ++m) {
+      if ((mask >> m) & 1) price[m] += share * fill_gpu / cap;
+    }
+  }
+  for (double& p : price) p = std::min(1.0, p);
+  return price;
+}
+
+// The model-pinned GPU classes of `all` by allowed models, each with its share of the GPU
+// requested.
+std::vector<std::pair<ModelMask, double>> LearnPinned(const TargetWorkload& all) {
   double total_gpu = 0;
   for (const TaskShape& t : all.shapes) total_gpu += t.popularity * t.num_gpu * t.gpu_milli;
+  std::map<ModelMask, double> by_mask;
   if (total_gpu > 0) {
     for (const TaskShape& t : all.shapes) {
       if (t.models == 0 || t.num_gpu == 0) continue;
-      double cap = 0;
-      for (int m = 0; m < kModels; ++m) {
-        if ((t.models >> m) & 1) cap += l.model_capacity[m];
-      }
-      if (cap <= 0) continue;
-      const double demand = t.popularity * t.num_gpu * t.gpu_milli / total_gpu * fill_gpu;
-      for (int m = 0; m < kModels; ++m) {
-        if ((t.models >> m) & 1) l.model_price[m] += demand / cap;
-      }
+      by_mask[t.models] += t.popularity * t.num_gpu * t.gpu_milli / total_gpu;
     }
   }
-  for (double& p : l.model_price) p = std::min(1.0, p);
+  return {by_mask.begin(), by_mask.end()};
 }
 
 // At most this many ratio buckets: S costs one term per bucket, and shapes of nearly the same
@@ -246,6 +264,7 @@ class TesseraScorer final : public FragDescentScorer {
         cfg_(cfg),
         learned_(std::move(learned)) {
     set_past_false_alarm(cfg.past_false_alarm);
+    enable_finish();
   }
 
  protected:
@@ -259,57 +278,99 @@ class TesseraScorer final : public FragDescentScorer {
     }
     learned_->prices = SharePrices::Solve(shares);
     learned_->all_shapes = seen.Build(100.0);
+    learned_->pinned = LearnPinned(learned_->all_shapes);
     learned_->ratios = LearnRatios(learned_->all_shapes);
     if (cfg_.balance_weight > 0)
       learned_->balance_classes = LearnBalanceClasses(learned_->all_shapes, cfg_.balance_classes);
     learned_->last_delta_s.stamp = 0;
     learned_->gpu_tasks = seen.gpu_tasks();
-    learned_->prices_stale = true;
+    learned_->balance_stale = learned_->models_stale = true;
     return seen.Build(cfg_.coverage_pct);
   }
 
  public:
   void PreScore(const ClusterState& state, const Demand& d, std::span<const NodeIdx> feasible,
                 Rng& rng) override {
-    if (learned_->prices_stale) {
-      learned_->model_capacity.fill(0.0);
-      double free_gpu = 0, free_cpu = 0, total_cpu = 0;
+    if (learned_->balance_stale && cfg_.balance_weight > 0) {
+      double free_gpu = 0;
       BalanceGroups groups;
       for (NodeIdx n = 0; n < state.num_nodes(); ++n) {
         const NodeSpec& spec = state.spec(n);
-        const NodeFree& f = state.free(n);
-        free_cpu += static_cast<double>(f.cpu);
-        total_cpu += static_cast<double>(spec.cpu.v);
-        if (cfg_.balance_weight > 0 && spec.gpu_count > 0) AddToGroup(spec, f, groups);
-        if (spec.gpu_count <= 0 || spec.model >= kModels) continue;
-        learned_->model_capacity[spec.model] += f.gpu_total;
-        free_gpu += f.gpu_total;
+        if (spec.gpu_count <= 0) continue;
+        AddToGroup(spec, state.free(n), groups);
+        if (spec.model < kModels) free_gpu += state.free(n).gpu_total;
       }
-      // The mix runs out of whichever of GPU and CPU binds first: at kappa milli-CPU per
-      // milli-GPU, the free CPU carries free_cpu / kappa milli-GPU of further demand.
-      const double fill =
-          learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
-      // The rule of three generalised: after n GPU tasks without a class, its share of them
-      // is below -ln(1 - confidence) / n at that confidence.
-      const double n = static_cast<double>(learned_->gpu_tasks);
-      const double unseen = n >= 1 && cfg_.unseen_pinned_confidence > 0
-                                ? std::min(1.0, -std::log1p(-cfg_.unseen_pinned_confidence) / n)
-                                : 0.0;
-      LearnModelPrices(learned_->all_shapes, fill, unseen, *learned_);
-      learned_->ForgetMinPrice();
-      // phi: the share of the cluster still free in whichever of GPU and CPU is scarcer, the
-      // same binding resource that sizes the pinned demand above.
-      learned_->free_share = state.gpu_capacity_milli() > 0
-                                 ? free_gpu / static_cast<double>(state.gpu_capacity_milli())
-                                 : 1.0;
-      if (total_cpu > 0)
-        learned_->free_share = std::min(learned_->free_share, free_cpu / total_cpu);
       // The mix to come is priced up to the free GPU: what the free CPU cannot feed is what
       // the LP's CPU prices are about.
-      if (cfg_.balance_weight > 0) LearnBalancePrices(groups, free_gpu, *learned_);
-      learned_->prices_stale = false;
+      LearnBalancePrices(groups, free_gpu, *learned_);
+    }
+    learned_->balance_stale = false;
+    if (d.num_gpu > 0 && cfg_.scarcity_weight > 0) {
+      PriceModels(state, /*force=*/learned_->models_stale);
+      learned_->models_stale = false;
     }
     FragDescentScorer::PreScore(state, d, feasible, rng);
+  }
+
+  // x = the cached cost (every term but the model-scarcity loss) + the model-scarcity loss at
+  // the prices of this decision.
+  double Finish(double value, const NodeFree& f, const Demand& d) override {
+    double x = -value;
+    if (d.num_gpu > 0 && f.model < kModels && cfg_.scarcity_weight > 0) {
+      x += cfg_.scarcity_weight * learned_->free_share *
+           (learned_->model_price[f.model] - learned_->MinPrice(d.models)) *
+           static_cast<double>(d.TotalMilliGpu());
+    }
+    return FgdIntegerScore(x * 1000.0 / cfg_.score_temperature);
+  }
+
+ private:
+  // Model prices and phi from the cluster's free capacity now (the ledger's totals).
+  void PriceModels(const ClusterState& state, bool force) {
+    std::array<double, kModels> capacity{};
+    double free_gpu = 0;
+    for (int m = 0; m < kModels; ++m) {
+      capacity[m] = static_cast<double>(state.free_gpu_milli(static_cast<GpuModelId>(m)));
+      free_gpu += capacity[m];
+    }
+    const double free_cpu = static_cast<double>(state.free_cpu_milli());
+    const double total_cpu = static_cast<double>(state.cpu_capacity_milli());
+    // The mix runs out of whichever of GPU and CPU binds first: at kappa milli-CPU per
+    // milli-GPU, the free CPU carries free_cpu / kappa milli-GPU of further demand.
+    const double fill =
+        learned_->kappa > 0 ? std::min(free_gpu, free_cpu / learned_->kappa) : free_gpu;
+    // The rule of three generalised: after n GPU tasks without a class, its share of them
+    // is below -ln(1 - confidence) / n at that confidence.
+    const double n = static_cast<double>(learned_->gpu_tasks);
+    const double unseen = n >= 1 && cfg_.unseen_pinned_confidence > 0
+                              ? std::min(1.0, -std::log1p(-cfg_.unseen_pinned_confidence) / n)
+                              : 0.0;
+    const std::array<double, kModels> next = ModelPrices(capacity, learned_->pinned, fill, unseen);
+    // phi: the share of the cluster still free in whichever of GPU and CPU is scarcer, the
+    // same binding resource that sizes the pinned demand above.
+    double phi = state.gpu_capacity_milli() > 0
+                     ? free_gpu / static_cast<double>(state.gpu_capacity_milli())
+                     : 1.0;
+    if (total_cpu > 0) phi = std::min(phi, free_cpu / total_cpu);
+    // The prices in use move on when a re-learning changed the classes, when a model ran out
+    // of free GPU or got some back (MinPrice skips models without), or when phi * p_m moved
+    // enough to change a one-GPU workload's cost by reprice_tolerance steps of the score.
+    bool move = force;
+    double moved = 0;
+    for (int m = 0; m < kModels; ++m) {
+      move = move || (capacity[m] > 0) != (learned_->model_capacity[m] > 0);
+      moved = std::max(moved,
+                       std::abs(phi * next[m] - learned_->free_share * learned_->model_price[m]));
+    }
+    constexpr double kSteepestStep = 1.0 / 25.0;  // of T: the score's step around x = 0
+    if (!move && moved * cfg_.scarcity_weight * 1000.0 <=
+                     cfg_.reprice_tolerance * kSteepestStep * cfg_.score_temperature)
+      return;
+    learned_->model_price = next;
+    learned_->model_capacity = capacity;
+    learned_->free_share = phi;
+    learned_->ForgetMinPrice();
+    FinishChanged();
   }
 
  private:
@@ -343,6 +404,8 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: packing_weight must be in [0, 1000]");
   if (!(scarcity_weight >= 0 && scarcity_weight <= 100))
     return InvalidArgument("tessera: scarcity_weight must be in [0, 100]");
+  if (!(reprice_tolerance >= 0 && reprice_tolerance <= 100))
+    return InvalidArgument("tessera: reprice_tolerance must be in [0, 100]");
   if (!(unseen_pinned_confidence >= 0 && unseen_pinned_confidence < 1))
     return InvalidArgument("tessera: unseen_pinned_confidence must be in [0, 1)");
   if (!(balance_weight >= 0 && balance_weight <= 100))
@@ -369,14 +432,9 @@ std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
     if (gpu >= 0 && d.IsShare()) {
       x += cfg.packing_weight * 1000.0 * learned->prices.Loss(f.gpu[gpu], d.gpu_milli);
     }
-    if (d.num_gpu > 0 && f.model < kModels && cfg.scarcity_weight > 0) {
-      x += cfg.scarcity_weight * learned->free_share *
-           (learned->model_price[f.model] - learned->MinPrice(d.models)) *
-           static_cast<double>(d.TotalMilliGpu());
-    }
     if (d.num_gpu > 0 && cfg.balance_weight > 0 && !learned->balance.empty())
       x += cfg.balance_weight * learned->balance.Loss(f.model, f.gpu_count, d);
-    return FgdIntegerScore(x * 1000.0 / cfg.score_temperature);
+    return -x;  // higher wins; TesseraScorer::Finish adds the model-scarcity loss
   };
   return std::make_unique<TesseraScorer>(cfg, learned, std::move(fn));
 }

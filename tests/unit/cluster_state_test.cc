@@ -148,6 +148,35 @@ TEST(ClusterStateTest, AddNodeStartsFullyFree) {
   EXPECT_TRUE(state.CheckInvariants().ok());
 }
 
+// The ledger's totals follow every allocation and release: free GPU per model, free CPU.
+TEST(ClusterStateTest, TotalsFollowTheLedger) {
+  ClusterState state;
+  auto a = state.AddNode(GpuNode("a", 64000, 262144, 8, "A100-80GB"));
+  auto t = state.AddNode(GpuNode("t", 32000, 131072, 4, "T4"));
+  auto c = state.AddNode(CpuNode("c", 16000, 65536));
+  ASSERT_TRUE(a.ok() && t.ok() && c.ok());
+  EXPECT_EQ(state.free_gpu_milli(Model("A100-80GB")), 8000);
+  EXPECT_EQ(state.free_gpu_milli(Model("T4")), 4000);
+  EXPECT_EQ(state.free_gpu_milli(Model("H100-80GB")), 0);
+  EXPECT_EQ(state.free_gpu_milli(kNoGpuModel), 0);
+  EXPECT_EQ(state.cpu_capacity_milli(), 112000);
+  EXPECT_EQ(state.free_cpu_milli(), 112000);
+  ASSERT_TRUE(state.Allocate(1, Whole(6000, 0, 2), {*a, 0b11}).ok());
+  ASSERT_TRUE(state.Allocate(2, Share(1000, 0, 300), {*t, 0b1}).ok());
+  ASSERT_TRUE(state.Allocate(3, CpuOnly(4000, 0), {*c, 0}).ok());
+  EXPECT_EQ(state.free_gpu_milli(Model("A100-80GB")), 6000);
+  EXPECT_EQ(state.free_gpu_milli(Model("T4")), 3700);
+  EXPECT_EQ(state.free_cpu_milli(), 101000);
+  EXPECT_TRUE(state.CheckInvariants().ok());
+  ASSERT_TRUE(state.Release(1).ok());
+  ASSERT_TRUE(state.Release(2).ok());
+  EXPECT_EQ(state.free_gpu_milli(Model("A100-80GB")), 8000);
+  EXPECT_EQ(state.free_gpu_milli(Model("T4")), 4000);
+  EXPECT_EQ(state.free_cpu_milli(), 108000);
+  EXPECT_EQ(state.cpu_capacity_milli(), 112000);
+  EXPECT_TRUE(state.CheckInvariants().ok());
+}
+
 TEST(ClusterStateTest, StampsAreUniqueAndChangeOnEveryMutation) {
   ClusterState state;
   ASSERT_TRUE(state.AddNode(GpuNode("a", 8000, 8192, 2, "T4")).ok());

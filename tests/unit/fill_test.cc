@@ -347,7 +347,7 @@ TEST(RunFillTest, MatrixHooksSeeEveryRun) {
 // Past pods are observed before the first arrival and never placed: policies that do not learn
 // online (fgd's target is the trace's) run exactly as without them, an empty past changes
 // nothing, and tessera, which learns the mix from what it has seen, places differently after a
-// past of T4-pinned shares and CPU-heavy whole GPUs.
+// past of T4-pinned shares, CPU-heavy whole GPUs and V100-pinned GPU pairs.
 TEST(RunFillTest, PastPodsAreObservedNotPlaced) {
   const auto nodes = SmallCluster();
   const auto pods = SmallTrace();
@@ -355,6 +355,8 @@ TEST(RunFillTest, PastPodsAreObservedNotPlaced) {
   for (int i = 0; i < 40; ++i) {
     past.push_back(Pod("past-t4-" + std::to_string(i), 2000, 1, 250, ModelMask{1} << Model("T4")));
     past.push_back(Pod("past-cpu-" + std::to_string(i), 30000, 1, 1000));
+    past.push_back(
+        Pod("past-v100-" + std::to_string(i), 8000, 2, 1000, ModelMask{1} << Model("V100M32")));
   }
   const std::vector<Workload> none;
   for (const char* policy : kPolicies) {

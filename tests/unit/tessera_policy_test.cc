@@ -306,6 +306,52 @@ TEST(TesseraPolicyTest, ScarcityKeepsUnpinnedWorkOffModelsThatPinnedPodsNeed) {
   }
 }
 
+// Model prices follow the ledger, not only the re-learnings. Node t: T4, 4 GPUs; node a: A100,
+// 8 GPUs; CPU to spare. Seen: 1 T4-pinned and 7 unpinned whole-GPU pods (the next re-learning
+// is at 16). Empty: p_T4 = (1/8 * 12 GPUs) / 4 = 0.375 and phi = 1, so an unpinned GPU on t
+// costs 375 milli-GPU. With 3 of t's GPUs taken: p_T4 = (1/8 * 9) / 1, capped at 1, and
+// phi = 0.75, so it costs 750 (score 32 against 40). A scorer that priced the empty cluster
+// first scores the filled one as a scorer that sees it first does; with prices that never
+// move on (tolerance 100 steps) it keeps the empty cluster's price.
+TEST(TesseraPolicyTest, ModelPricesFollowTheLedgerBetweenRelearnings) {
+  Builder b;
+  const NodeIdx t4 = b.Add(Node("t", 640000, 4, "T4"));
+  b.Add(Node("a", 640000, 8, "A100-80GB"));
+  const Demand pinned{MilliCpu(0), MiB(0), 1, 1000, Bit("T4")};
+  TesseraConfig c;
+  c.unseen_pinned_confidence = 0;
+  c.balance_weight = 0;  // its LP is solved at re-learnings only
+  TesseraConfig frozen = c;
+  frozen.reprice_tolerance = 100;
+  auto make = [&](const TesseraConfig& config) {
+    auto s = MakeTesseraScorer(config);
+    s->Observe(pinned);
+    for (int i = 0; i < 7; ++i) s->Observe(Whole(0, 1));
+    return s;
+  };
+  auto early = make(c);
+  auto early_frozen = make(frozen);
+  EXPECT_EQ(ScoreOne(*early, b.state, t4, Whole(0, 1)).score, 40);
+  EXPECT_EQ(ScoreOne(*early_frozen, b.state, t4, Whole(0, 1)).score, 40);
+  for (WorkloadId id = 1; id <= 3; ++id)
+    ASSERT_TRUE(b.state.Allocate(id, Whole(0, 1), {t4, GpuMask{1} << (id - 1)}).ok());
+  auto late = make(c);
+  EXPECT_EQ(ScoreOne(*late, b.state, t4, Whole(0, 1)).score, 32);
+  EXPECT_EQ(ScoreOne(*early, b.state, t4, Whole(0, 1)).score, 32);
+  EXPECT_EQ(ScoreOne(*early_frozen, b.state, t4, Whole(0, 1)).score, 40);
+}
+
+TEST(TesseraPolicyTest, RepriceToleranceIsValidated) {
+  for (double bad : {-0.5, 101.0, std::nan("")}) {
+    TesseraConfig c;
+    c.reprice_tolerance = bad;
+    EXPECT_FALSE(c.Validate().ok()) << bad;
+  }
+  TesseraConfig c;
+  c.reprice_tolerance = 0;
+  EXPECT_TRUE(c.Validate().ok());
+}
+
 // Pinned classes not seen yet. After 10 unpinned whole-GPU tasks, a class pinned to one model
 // alone could still hold up to 3/10 of the GPU tasks (rule of three): filling the 10 free GPUs
 // it would ask 3 GPUs of the model, all of the 2-GPU T4 node (price 1) and 3/8 of the 8-GPU
