@@ -181,12 +181,22 @@ struct Extender::State {
     nodes[key] = NodeEntry{std::move(info), ""};
   }
 
-  void Observe(const PodRequest& p) {
-    if (observed.insert(PodKey(p)).second) scorer->Observe(p.demand);
+  // Learns `p` once: as an arrival, or, for a pod found bound, as the past while no arrival
+  // has been learned yet (later the scorer counts it as an arrival too).
+  void Observe(const PodRequest& p, bool found_bound = false) {
+    if (!observed.insert(PodKey(p)).second) return;
+    if (found_bound && stats.learned_arrivals == 0) {
+      scorer->ObservePast(p.demand);
+      ++stats.learned_past;
+    } else {
+      scorer->Observe(p.demand);
+      ++stats.learned_arrivals;
+    }
   }
 
-  void StorePod(PodRequest p) {
-    Observe(p);
+  // Tracks `p`; `arriving`: it is being placed now, so it is learned as an arrival.
+  void StorePod(PodRequest p, bool arriving = true) {
+    if (arriving || !p.node_name.empty()) Observe(p, /*found_bound=*/!arriving);
     auto it = pods.find(PodKey(p));
     if (it != pods.end() && p.node_name.empty() && !it->second.node_name.empty()) {
       p.node_name = it->second.node_name;
@@ -487,7 +497,7 @@ Status Extender::UpsertPod(const Json& pod) {
     state_->pods.erase(PodKey(*p));
     return Status::Ok();
   }
-  state_->StorePod(std::move(*p));
+  state_->StorePod(std::move(*p), /*arriving=*/false);
   return bad_annotation;
 }
 

@@ -78,6 +78,10 @@ struct ExtenderStats {
   int64_t invalid_pods = 0;  // GPU pods rejected by translation
   size_t nodes = 0;          // nodes known (including ones with a translation error)
   size_t gpu_pods = 0;       // GPU pods tracked (pending and bound)
+  // GPU pods the placement policy learned from: as arrivals (pods it was asked to place, and
+  // pods seen bound after the first of those), and as the cluster's past (pods already bound
+  // when first seen, before any arrival: the pods running when the extender starts).
+  int64_t learned_arrivals = 0, learned_past = 0;
 };
 
 class Extender {
@@ -90,9 +94,11 @@ class Extender {
   Status UpsertNode(const Json& node);
   void RemoveNode(const std::string& name);
   // Adds or replaces a pod (keyed by uid). Terminal pods are removed; pods without GPU
-  // requests are ignored. A bound pod that fails translation is ignored and the error returned,
-  // except when only its tessera.io/assignment annotation is invalid: it is then counted
-  // without it (TranslateHeldPod) and the annotation's error is returned.
+  // requests are ignored. A pod bound when first seen is the policy's past until the first
+  // arrival (Scorer::ObservePast); a pending one is learned when it is filtered or scored. A bound
+  // pod that fails translation is ignored and the error returned, except when only its
+  // tessera.io/assignment annotation is invalid: it is then counted without it (TranslateHeldPod)
+  // and the annotation's error is returned.
   Status UpsertPod(const Json& pod);
   void RemovePod(const std::string& uid);
 

@@ -452,6 +452,28 @@ TEST_F(ExtenderTest, PodLifecycleFromInformers) {
             "node not known to the Tessera extender");
 }
 
+// The pods bound when the extender starts (old-0 and old-4 of the fixture) are the placement
+// policy's past; pods it is asked to place are arrivals, each learned once; a pod found bound
+// after the first arrival is one of them.
+TEST_F(ExtenderTest, PodsBoundAtStartAreThePolicysPastAndArrivalsAreNot) {
+  auto learned = [this] {
+    const ExtenderStats s = ext_.stats();
+    return std::make_pair(s.learned_past, s.learned_arrivals);
+  };
+  EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{0}));
+  const Json pending = PodJson("p", "uid-p", R"({"nvidia.com/gpu": "1"})"_json);
+  ASSERT_TRUE(ext_.UpsertPod(pending).ok());
+  EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{0}));
+  (void)ext_.Filter(Args(pending, {"gpu-c"}));
+  (void)ext_.Prioritize(Args(pending, {"gpu-c"}));
+  EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{1}));
+  ASSERT_TRUE(
+      ext_.UpsertPod(PodJson("p", "uid-p", R"({"nvidia.com/gpu": "1"})"_json, 0, "gpu-c")).ok());
+  ASSERT_TRUE(
+      ext_.UpsertPod(PodJson("q", "uid-q", R"({"nvidia.com/gpu": "1"})"_json, 0, "gpu-c")).ok());
+  EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
+}
+
 TEST_F(ExtenderTest, ServesHttp) {
   ExtenderServerOptions opts;
   opts.address = "127.0.0.1";
