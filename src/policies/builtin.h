@@ -40,8 +40,9 @@ struct TesseraConfig {
   // The model prices and phi follow the ledger's free capacity at every GPU decision; the prices
   // in use move on once phi * p_m has moved by enough to change a one-GPU workload's cost by
   // this many steps of the score (a step is T/25 milli-GPU where the score is steepest), and at
-  // every re-learning. 0 moves them at every change.
-  double reprice_tolerance = 1;
+  // every re-learning. 0 moves them at every change. A trade of time for freshness
+  // (docs/POLICIES.md, configuration).
+  double reprice_tolerance = 2;
   // Model-pinned classes not seen yet (docs/POLICIES.md item 6): every model is priced as if a
   // class pinned to it alone had the upper confidence bound of its share after n GPU tasks
   // without one, -ln(1 - c) / n (the "rule of three" at c = 0.95). 0 turns it off.

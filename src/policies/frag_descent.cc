@@ -1,6 +1,7 @@
 #include "policies/frag_descent.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "engine/gpu_select.h"
@@ -9,6 +10,35 @@ namespace tessera {
 
 double FgdIntegerScore(double delta) {
   return std::trunc(100.0 / (1.0 + std::exp(delta / 1000.0)));
+}
+
+namespace {
+
+// Buckets of 10 milli over (-4600, 4600): the score is 99 at or below -4600 (down to -36,000,
+// past which 1 + exp rounds to 1 and it is 100) and 0 at or above 4600. Steps are at least
+// 40 milli apart, so a bucket holds at most one: its score at the low end and where it drops.
+struct ScoreSteps {
+  static constexpr double kLo = -4600, kHi = 4600, kWidth = 10;
+  static constexpr int kBuckets = 920;
+  std::array<double, kBuckets> high{};  // score at the bucket's low end
+  std::array<double, kBuckets> edge{};  // the score is high up to here, high - 1 above
+  ScoreSteps() {
+    for (int b = 0; b < kBuckets; ++b) {
+      const double lo = kLo + b * kWidth;
+      high[b] = FgdIntegerScore(lo);
+      edge[b] = high[b] >= 1 ? 1000.0 * std::log(100.0 / high[b] - 1.0) : kHi;
+    }
+  }
+};
+
+}  // namespace
+
+double FgdIntegerScoreFast(double delta) {
+  static const ScoreSteps steps;
+  if (delta <= ScoreSteps::kLo) return delta < -36000 ? FgdIntegerScore(delta) : 99;
+  if (delta >= ScoreSteps::kHi) return 0;
+  const int b = static_cast<int>((delta - ScoreSteps::kLo) / ScoreSteps::kWidth);
+  return delta <= steps.edge[b] ? steps.high[b] : steps.high[b] - 1;
 }
 
 FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn,
@@ -118,6 +148,11 @@ void FragDescentScorer::PreScore(const ClusterState& state, const Demand& d,
   current_id_ = it->second;
   current_ = &cache_[it->second];
   if (current_->size() < state.num_nodes()) current_->resize(state.num_nodes());
+  if (finish_) {
+    if (finished_.size() < cache_.size()) finished_.resize(cache_.size());
+    current_finished_ = &finished_[it->second];
+    if (current_finished_->size() < state.num_nodes()) current_finished_->resize(state.num_nodes());
+  }
 }
 
 NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const Demand& d) {
@@ -128,40 +163,46 @@ NodeScore FragDescentScorer::Score(const ClusterState& state, NodeIdx n, const D
     return s;
   }
   Entry& e = (*current_)[n];
+  Alike* alike = nullptr;
+  bool fresh = false;
   if (e.gen == gen_ && e.stamp != f.stamp) {
     // The node changed since this shape last scored it: its new state is rarely shared.
     const NodeScore s = Evaluate(f, d, n);
     e = {f.stamp, static_cast<float>(s.score), static_cast<uint16_t>(s.gpus), gen_};
+    fresh = true;
   } else if (e.gen != gen_) {
     NodeKey key{current_id_, f.model, f.gpu_count, f.cpu, {}};
     std::copy(f.gpu.begin(), f.gpu.begin() + f.gpu_count, key.gpu.begin());
     if (alike_.size() >= kMaxAlike) alike_.clear();
     auto [it, added] = alike_.try_emplace(key);
-    Alike& a = it->second;
-    if (added) a.score = Evaluate(f, d, n);
-    e = {f.stamp, static_cast<float>(a.score.score), static_cast<uint16_t>(a.score.gpus), gen_};
-    // Alike nodes share the model the finish may depend on, so they share its result too.
-    if (finish_) {
+    if (added) it->second.score = Evaluate(f, d, n);
+    e = {f.stamp, static_cast<float>(it->second.score.score),
+         static_cast<uint16_t>(it->second.score.gpus), gen_};
+    alike = &it->second;
+    fresh = true;
+  }
+  if (!finish_) return {e.score, e.gpus};
+  Finished& fin = (*current_finished_)[n];
+  if (fresh || fin.gen != finish_gen_) {
+    if (alike != nullptr) {
+      // Alike nodes share the model the finish may depend on, so they share its result too.
+      Alike& a = *alike;
       if (a.finish_gen != finish_gen_) {
         a.final = static_cast<float>(Finish(e.score, f, d));
         a.finish_gen = finish_gen_;
       }
-      e.final = a.final;
-      e.finish_gen = finish_gen_;
+      fin = {finish_gen_, a.final};
+    } else {
+      fin = {finish_gen_, static_cast<float>(Finish(e.score, f, d))};
     }
   }
-  if (!finish_) return {e.score, e.gpus};
-  if (e.finish_gen != finish_gen_) {
-    e.final = static_cast<float>(Finish(e.score, f, d));
-    e.finish_gen = finish_gen_;
-  }
-  return {e.final, e.gpus};
+  return {fin.final, e.gpus};
 }
 
 void FragDescentScorer::FinishChanged() {
   if (++finish_gen_ == 0) {
-    for (auto& c : cache_)
-      for (Entry& e : c) e.finish_gen = 0;
+    for (auto& c : finished_)
+      for (Finished& x : c) x.gen = 0;
     for (auto& [key, a] : alike_) a.finish_gen = 0;
     finish_gen_ = 1;
   }

@@ -58,14 +58,17 @@ class FragDescentScorer : public Scorer {
   void FinishChanged();
 
  private:
-  // 24 bytes. Scores are stored as float: score functions return small integers (exact), or,
+  // 16 bytes. Scores are stored as float: score functions return small integers (exact), or,
   // with a finish, costs in milli-GPU whose rounding is far below the finish's resolution.
   struct Entry {
     uint64_t stamp = 0;
     float score = 0;
     uint16_t gpus = 0;
     uint16_t gen = 0;
-    uint32_t finish_gen = 0;  // the finish_gen_ of `final`; 0 = none
+  };
+  // With a finish: the Finish of an Entry's score, beside it (a policy without one pays nothing).
+  struct Finished {
+    uint32_t gen = 0;  // the finish_gen_ it was computed at; 0 = none
     float final = 0;
   };
   static_assert(kMaxGpusPerNode <= 16, "Entry::gpus holds a 16-GPU mask");
@@ -128,6 +131,8 @@ class FragDescentScorer : public Scorer {
   std::unordered_map<ShapeKey, uint32_t, ShapeHash> shape_ids_;
   std::vector<std::vector<Entry>> cache_;
   std::vector<Entry>* current_ = nullptr;
+  std::vector<std::vector<Finished>> finished_;  // per interned shape, per node (with a finish)
+  std::vector<Finished>* current_finished_ = nullptr;
   uint32_t current_id_ = 0;
   // Scores by node content for the current target workload, used when a shape scores a node
   // for the first time since it was learned: nodes in the same state (most nodes of a type
@@ -144,5 +149,8 @@ class FragDescentScorer : public Scorer {
 
 // floor(100 * sigmoid(-delta / 1000)): FGD's integer node score.
 double FgdIntegerScore(double delta);
+// The same score from a table of its steps instead of exp: equal to FgdIntegerScore except for
+// a delta within rounding of one of the 99 step edges 1000 ln(100 / k - 1).
+double FgdIntegerScoreFast(double delta);
 
 }  // namespace tessera

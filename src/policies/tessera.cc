@@ -321,7 +321,7 @@ class TesseraScorer final : public FragDescentScorer {
            (learned_->model_price[f.model] - learned_->MinPrice(d.models)) *
            static_cast<double>(d.TotalMilliGpu());
     }
-    return FgdIntegerScore(x * 1000.0 / cfg_.score_temperature);
+    return FgdIntegerScoreFast(x * 1000.0 / cfg_.score_temperature);
   }
 
  private:

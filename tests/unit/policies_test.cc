@@ -226,6 +226,22 @@ TEST(RandomPolicyTest, OnlyTheChosenNodeScores) {
 // ---------------------------------------------------------------------------------------
 // FGD integer score and GPU choice.
 
+// The table-driven score equals the exact one away from its step edges, across the whole
+// range (both saturated ends included).
+TEST(FgdIntegerScoreTest, FastMatchesExactOffTheEdges) {
+  int64_t compared = 0;
+  for (double delta = -40000; delta <= 40000; delta += 0.0371) {
+    ASSERT_EQ(FgdIntegerScoreFast(delta), FgdIntegerScore(delta)) << delta;
+    ++compared;
+  }
+  EXPECT_GT(compared, 2'000'000);
+  for (int k = 1; k <= 99; ++k) {
+    const double edge = 1000.0 * std::log(100.0 / k - 1.0);
+    EXPECT_EQ(FgdIntegerScoreFast(edge - 1e-6), k) << k;
+    EXPECT_EQ(FgdIntegerScoreFast(edge + 1e-6), k - 1) << k;
+  }
+}
+
 TEST(FgdIntegerScoreTest, FloorOfScaledSigmoid) {
   struct Case {
     double delta;
