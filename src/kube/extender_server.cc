@@ -246,7 +246,12 @@ struct ExtenderServer::Impl {
       << "tessera_extender_nodes " << s.nodes << "\n"
       << "# HELP tessera_extender_gpu_pods GPU pods tracked (pending and bound).\n"
       << "# TYPE tessera_extender_gpu_pods gauge\n"
-      << "tessera_extender_gpu_pods " << s.gpu_pods << "\n";
+      << "tessera_extender_gpu_pods " << s.gpu_pods << "\n"
+      << "# HELP tessera_extender_learned_pods_total GPU pods the placement policy learned "
+         "from, as the cluster's past or as arrivals.\n"
+      << "# TYPE tessera_extender_learned_pods_total counter\n"
+      << "tessera_extender_learned_pods_total{as=\"past\"} " << s.learned_past << "\n"
+      << "tessera_extender_learned_pods_total{as=\"arrival\"} " << s.learned_arrivals << "\n";
     if (server) {
       const net::HttpServerStats h = server->stats();
       o << "# HELP tessera_http_connections_refused_total Connections refused at the limit.\n"

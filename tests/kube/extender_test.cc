@@ -543,6 +543,11 @@ TEST_F(ExtenderTest, ServesHttp) {
             std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_bad_requests_total{verb=\"filter\"} 2"),
             std::string::npos);
+  // The fixture's two bound pods are the past; train-0 is the one arrival.
+  EXPECT_NE(metrics->body.find("tessera_extender_learned_pods_total{as=\"past\"} 2"),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_extender_learned_pods_total{as=\"arrival\"} 1"),
+            std::string::npos);
   server.Stop();
 }
 
