@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -341,17 +342,6 @@ TEST(TesseraPolicyTest, ModelPricesFollowTheLedgerBetweenRelearnings) {
   EXPECT_EQ(ScoreOne(*early_frozen, b.state, t4, Whole(0, 1)).score, 40);
 }
 
-TEST(TesseraPolicyTest, RepriceToleranceIsValidated) {
-  for (double bad : {-0.5, 101.0, std::nan("")}) {
-    TesseraConfig c;
-    c.reprice_tolerance = bad;
-    EXPECT_FALSE(c.Validate().ok()) << bad;
-  }
-  TesseraConfig c;
-  c.reprice_tolerance = 0;
-  EXPECT_TRUE(c.Validate().ok());
-}
-
 // Pinned classes not seen yet. After 10 unpinned whole-GPU tasks, a class pinned to one model
 // alone could still hold up to 3/10 of the GPU tasks (rule of three): filling the 10 free GPUs
 // it would ask 3 GPUs of the model, all of the 2-GPU T4 node (price 1) and 3/8 of the 8-GPU
@@ -420,23 +410,26 @@ TEST(TesseraPolicyTest, BalanceSendsWorkWhereTheMixFits) {
   }
 }
 
+// Expects Validate to refuse each value of `bad` put in `field` of a default config.
+template <typename T>
+void ExpectRefused(T TesseraConfig::*field, std::initializer_list<T> bad) {
+  for (T v : bad) {
+    TesseraConfig c;
+    c.*field = v;
+    EXPECT_FALSE(c.Validate().ok()) << v;
+  }
+}
+
 TEST(TesseraPolicyTest, BalanceSettingsAreValidated) {
-  for (double bad : {-1.0, 101.0, std::nan("")}) {
-    TesseraConfig c;
-    c.balance_weight = bad;
-    EXPECT_FALSE(c.Validate().ok()) << bad;
-  }
-  for (int bad : {-1, 0, 257}) {
-    TesseraConfig c;
-    c.balance_classes = bad;
-    EXPECT_FALSE(c.Validate().ok()) << bad;
-  }
+  ExpectRefused<double>(&TesseraConfig::balance_weight, {-1.0, 101.0, std::nan("")});
+  ExpectRefused<int>(&TesseraConfig::balance_classes, {-1, 0, 257});
   TesseraConfig c;
   c.balance_weight = 0;
   c.balance_classes = 1;
   EXPECT_TRUE(c.Validate().ok());
 }
 
+// The settings of the model-scarcity loss (item 5) and the packing weight.
 TEST(TesseraPolicyTest, ScarcityWeightIsValidated) {
   TesseraConfig c;
   for (double bad : {-1.0, 101.0, std::nan("")}) {
@@ -445,11 +438,11 @@ TEST(TesseraPolicyTest, ScarcityWeightIsValidated) {
   }
   c.scarcity_weight = 0;
   EXPECT_TRUE(c.Validate().ok());
-  for (double bad : {-0.1, 1.0, std::nan("")}) {
-    TesseraConfig u;
-    u.unseen_pinned_confidence = bad;
-    EXPECT_FALSE(u.Validate().ok()) << bad;
-  }
+  ExpectRefused<double>(&TesseraConfig::unseen_pinned_confidence, {-0.1, 1.0, std::nan("")});
+  ExpectRefused<double>(&TesseraConfig::reprice_tolerance, {-0.5, 101.0, std::nan("")});
+  TesseraConfig r;
+  r.reprice_tolerance = 0;
+  EXPECT_TRUE(r.Validate().ok());
   c.packing_weight = -1;
   EXPECT_FALSE(c.Validate().ok());
 }
@@ -512,11 +505,7 @@ TEST(TesseraPastTest, WithoutAPastNothingIsForgotten) {
 }
 
 TEST(TesseraPastTest, FalseAlarmRateIsValidated) {
-  for (double bad : {0.0, 1.0, -0.5, std::nan("")}) {
-    TesseraConfig c;
-    c.past_false_alarm = bad;
-    EXPECT_FALSE(c.Validate().ok()) << bad;
-  }
+  ExpectRefused<double>(&TesseraConfig::past_false_alarm, {0.0, 1.0, -0.5, std::nan("")});
   TesseraConfig c;
   c.past_false_alarm = 0.05;
   EXPECT_TRUE(c.Validate().ok());
