@@ -12,50 +12,14 @@
 #include "cluster/cluster_state.h"
 #include "core/random.h"
 #include "engine/engine.h"
+#include "kube/extender_view.h"
 
 namespace tessera::kube {
 namespace {
 
-constexpr int64_t kHostUnlimited = int64_t{1} << 40;
-constexpr WorkloadId kBlockedBase = WorkloadId{1} << 40;
-
-struct NodeEntry {
-  std::optional<NodeInfo> info;
-  std::string error;
-};
-
-// Whether a pod's placement can be decided on the node or is left to counting (MIG requests on
-// nodes without inventory).
-bool CountedMig(const PodRequest& p, const NodeInfo& n) {
-  return !p.gpu.mig_profile.empty() && n.inventory.empty();
-}
-
 std::string Mib(int64_t mib) {
   if (mib % 1024 == 0) return std::to_string(mib / 1024) + " GiB";
   return std::to_string(mib) + " MiB";
-}
-
-// The slice an assignment names on the single-node model; a milli-GPU share is modelled as an
-// MPS client (the extender sizes shares by memory and compute).
-std::optional<SliceAssignment> ToSlice(const Assignment& a, const PodRequest& p,
-                                       const NodeInfo& n) {
-  auto s = SliceFor(a, n, 0);
-  if (!s || s->kind != SliceKind::kShare) return s;
-  s->kind = SliceKind::kMps;
-  s->thread_pct = std::clamp((a.gpu_milli + 9) / 10, 1, 100);
-  const int64_t card = n.spec.gpu_memory_mib > 0 ? n.spec.gpu_memory_mib
-                                                 : GpuCatalog::Builtin().Get(n.model).memory_mib;
-  s->memory_mib = a.memory_limit_mib > 0
-                      ? a.memory_limit_mib
-                      : std::max<int64_t>(p.gpu.memory_mib, card * a.gpu_milli / 1000);
-  s->gpu_milli = 0;
-  return s;
-}
-
-SliceDemand GpuOnly(SliceDemand d) {
-  d.cpu = MilliCpu(0);
-  d.host_memory = MiB(0);
-  return d;
 }
 
 // Free memory on one GPU for a new memory-limited client.
@@ -81,12 +45,6 @@ int64_t FreeMemory(const GpuSlices& g) {
   return 0;
 }
 
-// The single-node model of one node with its bound GPU pods.
-struct NodeModel {
-  ClusterState cluster;
-  std::map<std::string, int64_t> mig_counted;  // profile -> instances used (no inventory)
-};
-
 struct NodeFit {
   bool fits = false;
   bool unresolvable = false;
@@ -94,21 +52,6 @@ struct NodeFit {
   SliceAssignment slice;
   bool counted = false;  // MIG by count: no specific instance
 };
-
-void BlockGpu(ClusterState& c, int g, WorkloadId& next) {
-  const GpuSlices& gpu = c.gpu(0, g);
-  if (gpu.mig_enabled()) {
-    for (const MigSlot& s : gpu.instances) {
-      if (s.use != MigSlot::Use::kFree) continue;
-      SliceAssignment a{SliceKind::kMig, 0, GpuMask{1} << g, s.instance.start, 0, 0};
-      (void)c.Allocate(next++, SliceDemand{}, a);
-    }
-    return;
-  }
-  SliceDemand d;
-  d.whole_gpus = 1;
-  (void)c.Allocate(next++, d, SliceAssignment{SliceKind::kExclusive, 0, GpuMask{1} << g, -1, 0, 0});
-}
 
 Assignment ToAssignment(const NodeInfo& n, const NodeModel& m, const PodRequest& p,
                         const NodeFit& fit) {
@@ -172,13 +115,72 @@ struct Extender::State {
   std::unique_ptr<Scorer> scorer;
   Rng rng;
   std::map<std::string, NodeEntry> nodes;
-  std::unordered_map<std::string, PodRequest> pods;  // GPU pods by uid
+  std::unordered_map<std::string, PodRequest> pods;              // GPU pods by uid
+  std::unordered_map<std::string, std::set<std::string>> bound;  // node -> uids bound to it
   std::set<std::string> observed;
   ExtenderStats stats;
+  // Single-node models of the nodes whose pods no request excluded, kept until the node or its
+  // bound pods change.
+  mutable std::unordered_map<std::string, NodeModel> models;
+  // The fleet as the policy scores it: MIG-enabled GPUs blocked, and open (MIG pods).
+  EngineView view{/*mig_open=*/false}, mig_view{/*mig_open=*/true};
+
+  void NodeChanged(const std::string& name, const NodeEntry* before, const NodeEntry* after) {
+    const NodeInfo* b = before && before->info ? &*before->info : nullptr;
+    const NodeInfo* a = after && after->info ? &*after->info : nullptr;
+    view.NodeChanged(name, b, a);
+    mig_view.NodeChanged(name, b, a);
+    models.erase(name);
+  }
+
+  void SetNode(const std::string& name, NodeEntry e) {
+    auto it = nodes.find(name);
+    std::optional<NodeEntry> before;
+    if (it != nodes.end()) before = std::move(it->second);
+    NodeEntry& now = nodes[name] = std::move(e);
+    NodeChanged(name, before ? &*before : nullptr, &now);
+  }
 
   void PutNode(NodeInfo info) {
     const std::string key = info.spec.name;
-    nodes[key] = NodeEntry{std::move(info), ""};
+    SetNode(key, NodeEntry{std::move(info), ""});
+  }
+
+  void EraseNode(const std::string& name) {
+    auto it = nodes.find(name);
+    if (it == nodes.end()) return;
+    NodeChanged(name, &it->second, nullptr);
+    nodes.erase(it);
+  }
+
+  void PodsChanged(const std::string& node) {
+    if (node.empty()) return;
+    view.PodsChanged(node);
+    mig_view.PodsChanged(node);
+    models.erase(node);
+  }
+
+  // Every change to `pods` goes through Put/ErasePod, which keep `bound` and the views current.
+  void PutPod(const std::string& key, PodRequest p) {
+    auto it = pods.find(key);
+    if (it != pods.end()) {
+      if (it->second.node_name != p.node_name) bound[it->second.node_name].erase(key);
+      PodsChanged(it->second.node_name);
+    }
+    if (!p.node_name.empty()) bound[p.node_name].insert(key);
+    PodsChanged(p.node_name);
+    pods[key] = std::move(p);
+  }
+
+  void ErasePod(const std::string& key) {
+    auto it = pods.find(key);
+    if (it == pods.end()) return;
+    if (auto b = bound.find(it->second.node_name); b != bound.end()) {
+      b->second.erase(key);
+      if (b->second.empty()) bound.erase(b);
+    }
+    PodsChanged(it->second.node_name);
+    pods.erase(it);
   }
 
   // Learns `p` once: as an arrival, or, for a pod found bound, as the past while no arrival
@@ -202,14 +204,17 @@ struct Extender::State {
       p.node_name = it->second.node_name;
       if (!p.assignment) p.assignment = it->second.assignment;
     }
-    pods[PodKey(p)] = std::move(p);
+    const std::string key = PodKey(p);
+    PutPod(key, std::move(p));
   }
 
   std::vector<const PodRequest*> BoundTo(const std::string& node,
                                          const std::set<std::string>& exclude) const {
     std::vector<const PodRequest*> out;
-    for (const auto& [uid, p] : pods)
-      if (p.node_name == node && !exclude.count(uid)) out.push_back(&p);
+    auto b = bound.find(node);
+    if (b == bound.end()) return out;
+    for (const std::string& uid : b->second)
+      if (!exclude.count(uid)) out.push_back(&pods.at(uid));
     std::sort(out.begin(), out.end(), [](const PodRequest* a, const PodRequest* b) {
       if (a->assignment.has_value() != b->assignment.has_value()) return a->assignment.has_value();
       return PodKey(*a) < PodKey(*b);
@@ -217,41 +222,24 @@ struct Extender::State {
     return out;
   }
 
-  Result<NodeModel> Model(const NodeInfo& n, const std::set<std::string>& exclude) const {
-    NodeModel m;
-    NodeSpec spec = n.spec;
-    spec.cpu = MilliCpu(kHostUnlimited);
-    spec.memory = MiB(kHostUnlimited);
-    auto added = m.cluster.AddNode(spec);
-    if (!added.ok()) return added.status();
-    for (const GpuInventoryEntry& e : n.inventory) {
-      if (!e.mig_enabled || e.index >= n.spec.gpu_count) continue;
-      const MigGeometry* geo = MigGeometryFor(n.model);
-      if (!geo) continue;
-      auto layout = ParseMigLayout(*geo, e.mig_layout);
-      if (!layout.ok()) return layout.status();
-      auto set = m.cluster.SetMigLayout(0, e.index, true, *layout);
-      if (!set.ok()) return set.status();
+  // The model of `n` without the pods in `exclude`: the cached one when none of them is bound
+  // to `n`, else built into `scratch`.
+  Result<const NodeModel*> ModelOf(const NodeInfo& n, const std::set<std::string>& exclude,
+                                   NodeModel& scratch) const {
+    bool touched = false;
+    for (const std::string& uid : exclude)
+      if (auto it = pods.find(uid); it != pods.end() && it->second.node_name == n.spec.name)
+        touched = true;
+    if (!touched)
+      if (auto it = models.find(n.spec.name); it != models.end()) return &it->second;
+    auto m = BuildNodeModel(n, BoundTo(n.spec.name, touched ? exclude : std::set<std::string>{}),
+                            selector);
+    if (!m.ok()) return m.status();
+    if (touched) {
+      scratch = std::move(*m);
+      return &scratch;
     }
-    WorkloadId next = kBlockedBase;
-    for (int g = 0; g < n.spec.gpu_count; ++g)
-      if ((n.unhealthy >> g) & 1) BlockGpu(m.cluster, g, next);
-    WorkloadId id = 1;
-    for (const PodRequest* p : BoundTo(n.spec.name, exclude)) {
-      if (CountedMig(*p, n) || (p->assignment && p->assignment->gpus.empty())) {
-        ++m.mig_counted[p->gpu.mig_profile];
-        continue;
-      }
-      const SliceDemand d = GpuOnly(SliceDemandOn(*p, n.model));
-      const WorkloadId wid = id++;
-      if (p->assignment && p->assignment->node == n.spec.name) {
-        auto s = ToSlice(*p->assignment, *p, n);
-        if (s && m.cluster.Allocate(wid, d, *s).ok()) continue;
-      }
-      SliceChoice c = selector.Select(m.cluster, d);
-      if (c.placed) (void)m.cluster.Allocate(wid, d, c.assignment);
-    }
-    return m;
+    return &(models[n.spec.name] = std::move(*m));
   }
 
   NodeFit Fit(const PodRequest& p, const std::string& node_name,
@@ -283,7 +271,8 @@ struct Extender::State {
                      : "GPU model " + model_name + " has no MIG profile " + p.gpu.mig_profile;
       return f;
     }
-    auto model = Model(n, exclude);
+    NodeModel scratch;
+    auto model = ModelOf(n, exclude, scratch);
     if (!model.ok()) {
       f.unresolvable = true;
       f.reason = "node model: " + model.status().message();
@@ -297,15 +286,15 @@ struct Extender::State {
         f.reason = "node offers no " + p.gpu.mig_profile + " MIG instances";
         return f;
       }
-      auto used = model->mig_counted.find(p.gpu.mig_profile);
-      if (used != model->mig_counted.end() && used->second >= have) {
+      auto used = (*model)->mig_counted.find(p.gpu.mig_profile);
+      if (used != (*model)->mig_counted.end() && used->second >= have) {
         f.reason = "no free " + p.gpu.mig_profile + " slice";
         return f;
       }
       f.fits = true;
       f.counted = true;
       f.slice.kind = SliceKind::kMig;
-      if (model_out) *model_out = std::move(*model);
+      if (model_out) *model_out = **model;
       return f;
     }
     const SliceDemand d = GpuOnly(SliceDemandOn(p, n.model));
@@ -316,14 +305,14 @@ struct Extender::State {
                  std::to_string(p.gpu.whole_gpus);
       return f;
     }
-    SliceChoice c = selector.Select(model->cluster, d);
+    SliceChoice c = selector.Select((*model)->cluster, d);
     if (c.placed) {
       f.fits = true;
       f.slice = c.assignment;
-      if (model_out) *model_out = std::move(*model);
+      if (model_out) *model_out = **model;
       return f;
     }
-    const ClusterState& sc = model->cluster;
+    const ClusterState& sc = (*model)->cluster;
     if (p.gpu.whole_gpus > 0) {
       int idle = 0;
       for (int g = 0; g < sc.gpu_count(0); ++g) idle += sc.gpu(0, g).Idle();
@@ -356,12 +345,15 @@ struct Extender::State {
     return f;
   }
 
-  // Engine view of the candidate nodes for prioritize.
+  // Scores the candidates in the engine view of the whole fleet (EngineView): 0..10 for the
+  // nodes the pod fits in that view, 5 (neutral) where it fits but the view has no per-GPU
+  // state (MIG counted by allocatable), 0 elsewhere.
   std::vector<int64_t> Scores(const PodRequest& p, const std::vector<std::string>& names) {
     std::vector<int64_t> out(names.size(), 0);
-    ClusterState state;
+    EngineView& v = p.gpu.mig_profile.empty() ? view : mig_view;
+    v.Refresh(nodes, [this](const std::string& node) { return BoundTo(node, {}); });
+    const ClusterState& state = v.state();
     std::vector<int> idx_of(names.size(), -1);
-    std::vector<GpuModelId> model_of;
     for (size_t i = 0; i < names.size(); ++i) {
       if (!Fit(p, names[i], {}).fits) continue;
       const NodeInfo& n = *nodes.at(names[i]).info;
@@ -369,52 +361,7 @@ struct Extender::State {
         out[i] = -1;  // fits, but the engine has no per-GPU view: neutral
         continue;
       }
-      auto added = state.AddNode(n.spec);
-      if (!added.ok()) continue;
-      idx_of[i] = static_cast<int>(*added);
-      model_of.push_back(n.model);
-      WorkloadId wid = 1;
-      // Unhealthy GPUs, and MIG-partitioned ones unless the pod asks for a MIG instance, are
-      // not available to the pod.
-      GpuMask blocked = n.unhealthy;
-      if (p.gpu.mig_profile.empty())
-        for (const GpuInventoryEntry& e : n.inventory)
-          if (e.mig_enabled) blocked |= GpuMask{1} << e.index;
-      for (int g = 0; g < n.spec.gpu_count; ++g) {
-        if (!((blocked >> g) & 1)) continue;
-        Demand blk;
-        blk.num_gpu = 1;
-        blk.gpu_milli = 1000;
-        (void)state.Allocate(kBlockedBase + (uint64_t{*added} << 16) + g, blk,
-                             Placement{*added, GpuMask{1} << g});
-      }
-      for (const PodRequest* bp : BoundTo(n.spec.name, {})) {
-        Demand d = DemandOn(*bp, n.model);
-        if (d.num_gpu == 0) continue;
-        GpuMask mask = 0;
-        if (bp->assignment && !bp->assignment->gpus.empty()) {
-          const Assignment& a = *bp->assignment;
-          for (int g : a.gpus)
-            if (g >= 0 && g < n.spec.gpu_count) mask |= GpuMask{1} << g;
-          d.num_gpu = std::popcount(mask);
-          if (a.kind == AssignmentKind::kShare && a.gpu_milli > 0) d.gpu_milli = a.gpu_milli;
-          if (a.kind == AssignmentKind::kMps)
-            d.gpu_milli = std::max(d.gpu_milli, a.mps_thread_pct * 10);
-          if (a.kind == AssignmentKind::kExclusive) d.gpu_milli = 1000;
-          d.gpu_milli = std::clamp(d.gpu_milli, 1, 1000);
-        }
-        if (mask == 0) {
-          const NodeFree& f = state.free(*added);
-          for (int g = 0; g < f.gpu_count && std::popcount(mask) < d.num_gpu; ++g)
-            if (f.gpu[g] >= d.gpu_milli) mask |= GpuMask{1} << g;
-          if (std::popcount(mask) < d.num_gpu) continue;
-        }
-        const WorkloadId id = (uint64_t{*added} << 20) + wid++;
-        if (state.Allocate(id, d, Placement{*added, mask}).ok()) continue;
-        d.cpu = MilliCpu(0);
-        d.memory = MiB(0);
-        (void)state.Allocate(id, d, Placement{*added, mask});
-      }
+      if (auto idx = v.Find(names[i])) idx_of[i] = static_cast<int>(*idx);
     }
     // Score per distinct demand (one per GPU model), so the scorer's pre-pass matches.
     std::map<std::pair<int, int>, std::vector<NodeIdx>> groups;
@@ -468,7 +415,7 @@ Status Extender::UpsertNode(const Json& node) {
     name = node["metadata"]["name"].get<std::string>();
   std::lock_guard<std::mutex> lock(mu_);
   if (!info.ok()) {
-    if (!name.empty()) state_->nodes[name] = NodeEntry{std::nullopt, info.status().message()};
+    if (!name.empty()) state_->SetNode(name, NodeEntry{std::nullopt, info.status().message()});
     return info.status();
   }
   state_->PutNode(std::move(*info));
@@ -477,7 +424,7 @@ Status Extender::UpsertNode(const Json& node) {
 
 void Extender::RemoveNode(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
-  state_->nodes.erase(name);
+  state_->EraseNode(name);
 }
 
 Status Extender::UpsertPod(const Json& pod) {
@@ -490,11 +437,11 @@ Status Extender::UpsertPod(const Json& pod) {
     if (pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object() &&
         pod["metadata"].contains("uid") && pod["metadata"]["uid"].is_string())
       uid = pod["metadata"]["uid"].get<std::string>();
-    if (!uid.empty()) state_->pods.erase(uid);
+    if (!uid.empty()) state_->ErasePod(uid);
     return p.status();
   }
   if (p->terminal() || !p->wants_gpu()) {
-    state_->pods.erase(PodKey(*p));
+    state_->ErasePod(PodKey(*p));
     return Status::Ok();
   }
   state_->StorePod(std::move(*p), /*arriving=*/false);
@@ -503,7 +450,7 @@ Status Extender::UpsertPod(const Json& pod) {
 
 void Extender::RemovePod(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mu_);
-  state_->pods.erase(uid);
+  state_->ErasePod(uid);
 }
 
 ExtenderStats Extender::stats() const {
@@ -611,8 +558,8 @@ Json Extender::FilterLocked(const Json& args) {
         s.PutNode(std::move(*info));
       } else if (n.is_object() && n.contains("metadata") && n["metadata"].is_object() &&
                  n["metadata"].contains("name") && n["metadata"]["name"].is_string()) {
-        s.nodes[n["metadata"]["name"].get<std::string>()] =
-            NodeEntry{std::nullopt, info.status().message()};
+        s.SetNode(n["metadata"]["name"].get<std::string>(),
+                  NodeEntry{std::nullopt, info.status().message()});
       }
     }
   const std::vector<std::string> names = NodeNamesOf(args);
@@ -711,7 +658,7 @@ Json Extender::BindLocked(const BindRequest& req, const BindFn& bind_fn,
                 (pod->phase.empty() ? std::string("unknown") : pod->phase) +
                 (pod->deleting ? ", being deleted)" : ")"));
   if (req.looked_up) s.StorePod(*pod);
-  PodRequest& tracked = s.pods.at(req.uid);
+  const PodRequest& tracked = s.pods.at(req.uid);
   if (!tracked.node_name.empty() && tracked.node_name != req.node)
     return fail("bind: pod " + who + " is already bound to " + tracked.node_name);
   NodeModel model;
@@ -722,14 +669,16 @@ Json Extender::BindLocked(const BindRequest& req, const BindFn& bind_fn,
   // The binding call runs without the lock; the pod is recorded as bound first so concurrent
   // filters see its GPUs taken, and released again if the binding fails.
   const PodRequest before = tracked;
-  tracked.node_name = req.node;
-  tracked.assignment = a;
+  PodRequest bound = tracked;
+  bound.node_name = req.node;
+  bound.assignment = a;
+  s.PutPod(req.uid, std::move(bound));
   lock.unlock();
   Status st = bind_fn(req.ns, req.name, req.uid, req.node, annotations);
   lock.lock();
   if (!st.ok()) {
     if (auto it = s.pods.find(req.uid); it != s.pods.end() && it->second.node_name == req.node)
-      it->second = before;
+      s.PutPod(req.uid, before);
     return fail("binding " + who + " to " + req.node + ": " + st.message());
   }
   return Json{{"Error", ""}};

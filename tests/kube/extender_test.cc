@@ -474,6 +474,39 @@ TEST_F(ExtenderTest, PodsBoundAtStartAreThePolicysPastAndArrivalsAreNot) {
   EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
 }
 
+// Prioritize scores the candidates in the whole fleet, not in a cluster of the candidates
+// alone. Half the GPU pods seen are pinned, a quarter to H100s and a quarter to T4s; the
+// policy's model prices make an unpinned pod avoid the model whose free GPUs that pinned demand
+// would claim most. Among the two candidates alone (8 H100s, 4 T4s) that is the T4s; in the
+// fleet, with 10 more T4 nodes, it is the H100s.
+TEST(ExtenderFleetTest, PrioritizeScoresTheCandidatesInTheWholeFleet) {
+  auto scores = [](int more_t4_nodes) {
+    Extender ext;
+    EXPECT_TRUE(ext.UpsertNode(NodeJson("h100-0", "NVIDIA-H100-80GB-HBM3", 8)).ok());
+    for (int i = 0; i <= more_t4_nodes; ++i)
+      EXPECT_TRUE(ext.UpsertNode(NodeJson("t4-" + std::to_string(i), "Tesla-T4", 4)).ok());
+    for (int i = 0; i < 64; ++i) {
+      Json ann = Json::object();
+      if (i % 4 == 0) ann[kAnnotationGpuModels] = "H100-80GB";
+      if (i % 4 == 1) ann[kAnnotationGpuModels] = "T4";
+      const Json pod = PodJson("seen-" + std::to_string(i), "uid-seen-" + std::to_string(i),
+                               R"({"nvidia.com/gpu": "1"})"_json, 0, "", ann);
+      (void)ext.Filter(Args(pod, {"h100-0", "t4-0"}));
+    }
+    const Json pod = PodJson("new", "uid-new", R"({"nvidia.com/gpu": "1"})"_json);
+    std::map<std::string, int64_t> out;
+    for (const Json& h : ext.Prioritize(Args(pod, {"h100-0", "t4-0"})))
+      out[h["Host"].get<std::string>()] = h["Score"].get<int64_t>();
+    return out;
+  };
+  const auto alone = scores(0);
+  EXPECT_EQ(alone.at("h100-0"), 10);
+  EXPECT_EQ(alone.at("t4-0"), 0);
+  const auto fleet = scores(10);
+  EXPECT_EQ(fleet.at("h100-0"), 0);
+  EXPECT_EQ(fleet.at("t4-0"), 10);
+}
+
 TEST_F(ExtenderTest, ServesHttp) {
   ExtenderServerOptions opts;
   opts.address = "127.0.0.1";
