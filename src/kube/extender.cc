@@ -314,10 +314,15 @@ struct Extender::State {
     }
     const ClusterState& sc = (*model)->cluster;
     if (p.gpu.whole_gpus > 0) {
-      int idle = 0;
-      for (int g = 0; g < sc.gpu_count(0); ++g) idle += sc.gpu(0, g).Idle();
+      // Idle MIG-partitioned GPUs are not free for whole GPUs: they are named apart.
+      int idle = 0, idle_mig = 0;
+      for (int g = 0; g < sc.gpu_count(0); ++g) {
+        if (!sc.gpu(0, g).Idle()) continue;
+        ++(sc.gpu(0, g).mig_enabled() ? idle_mig : idle);
+      }
       f.reason = "insufficient free GPUs: " + std::to_string(p.gpu.whole_gpus) + " requested, " +
                  std::to_string(idle) + " idle";
+      if (idle_mig > 0) f.reason += " (and " + std::to_string(idle_mig) + " MIG-partitioned)";
       return f;
     }
     if (!p.gpu.mig_profile.empty()) {

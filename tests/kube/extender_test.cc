@@ -474,6 +474,25 @@ TEST_F(ExtenderTest, PodsBoundAtStartAreThePolicysPastAndArrivalsAreNot) {
   EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
 }
 
+// A node update reaches the next request: gpu-a's whole GPU turning unhealthy leaves no GPU for a
+// 1-GPU pod (GPU 0 is MIG-partitioned), and its recovery brings it back.
+TEST_F(ExtenderTest, NodeUpdatesReachTheNextFilter) {
+  const Json pod = PodJson("one", "uid-one", R"({"nvidia.com/gpu": "1"})"_json);
+  ASSERT_EQ(ext_.Filter(Args(pod, {"gpu-a"}))["NodeNames"], Json({"gpu-a"}));
+  auto inventory = [](bool gpu1_healthy) {
+    std::vector<GpuInventoryEntry> gpus = {
+        {0, "GPU-H100-0", "H100-80GB", 81920, true, "3g.40gb@0 3g.40gb@4", true},
+        {1, "GPU-H100-1", "H100-80GB", 81920, false, "", gpu1_healthy}};
+    return EncodeInventory(gpus);
+  };
+  ASSERT_TRUE(
+      ext_.UpsertNode(NodeJson("gpu-a", "NVIDIA-H100-80GB-HBM3", 2, inventory(false))).ok());
+  EXPECT_EQ(ext_.Filter(Args(pod, {"gpu-a"}))["FailedNodes"]["gpu-a"],
+            "insufficient free GPUs: 1 requested, 0 idle (and 1 MIG-partitioned)");
+  ASSERT_TRUE(ext_.UpsertNode(NodeJson("gpu-a", "NVIDIA-H100-80GB-HBM3", 2, inventory(true))).ok());
+  EXPECT_EQ(ext_.Filter(Args(pod, {"gpu-a"}))["NodeNames"], Json({"gpu-a"}));
+}
+
 // Prioritize scores the candidates in the whole fleet, not in a cluster of the candidates
 // alone. Half the GPU pods seen are pinned, a quarter to H100s and a quarter to T4s; the
 // policy's model prices make an unpinned pod avoid the model whose free GPUs that pinned demand
