@@ -117,7 +117,7 @@ struct Extender::State {
   std::map<std::string, NodeEntry> nodes;
   std::unordered_map<std::string, PodRequest> pods;              // GPU pods by uid
   std::unordered_map<std::string, std::set<std::string>> bound;  // node -> uids bound to it
-  std::set<std::string> observed;
+  std::set<std::string> observed;  // pods learned, until they leave (bounded by `pods`)
   ExtenderStats stats;
   // Single-node models of the nodes whose pods no request excluded, kept until the node or its
   // bound pods change.
@@ -180,6 +180,7 @@ struct Extender::State {
       if (b->second.empty()) bound.erase(b);
     }
     PodsChanged(it->second.node_name);
+    observed.erase(key);
     pods.erase(it);
   }
 
@@ -463,6 +464,7 @@ ExtenderStats Extender::stats() const {
   ExtenderStats s = state_->stats;
   s.nodes = state_->nodes.size();
   s.gpu_pods = state_->pods.size();
+  s.learned_tracked = state_->observed.size();
   return s;
 }
 

@@ -472,6 +472,15 @@ TEST_F(ExtenderTest, PodsBoundAtStartAreThePolicysPastAndArrivalsAreNot) {
   ASSERT_TRUE(
       ext_.UpsertPod(PodJson("q", "uid-q", R"({"nvidia.com/gpu": "1"})"_json, 0, "gpu-c")).ok());
   EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
+  // Pods that leave are forgotten, so a long-running extender does not grow with every pod it
+  // ever saw; each was still learned once.
+  EXPECT_EQ(ext_.stats().learned_tracked, 4u);
+  ext_.RemovePod("uid-p");
+  Json done = PodJson("q", "uid-q", R"({"nvidia.com/gpu": "1"})"_json, 0, "gpu-c");
+  done["status"]["phase"] = "Succeeded";
+  ASSERT_TRUE(ext_.UpsertPod(done).ok());
+  EXPECT_EQ(ext_.stats().learned_tracked, 2u);
+  EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
 }
 
 // A node update reaches the next request: gpu-a's whole GPU turning unhealthy leaves no GPU for a
