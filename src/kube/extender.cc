@@ -160,11 +160,18 @@ struct Extender::State {
     models.erase(node);
   }
 
+  void Unbind(const std::string& key, const std::string& node) {
+    auto b = bound.find(node);
+    if (b == bound.end()) return;
+    b->second.erase(key);
+    if (b->second.empty()) bound.erase(b);
+  }
+
   // Every change to `pods` goes through Put/ErasePod, which keep `bound` and the views current.
   void PutPod(const std::string& key, PodRequest p) {
     auto it = pods.find(key);
     if (it != pods.end()) {
-      if (it->second.node_name != p.node_name) bound[it->second.node_name].erase(key);
+      if (it->second.node_name != p.node_name) Unbind(key, it->second.node_name);
       PodsChanged(it->second.node_name);
     }
     if (!p.node_name.empty()) bound[p.node_name].insert(key);
@@ -175,10 +182,7 @@ struct Extender::State {
   void ErasePod(const std::string& key) {
     auto it = pods.find(key);
     if (it == pods.end()) return;
-    if (auto b = bound.find(it->second.node_name); b != bound.end()) {
-      b->second.erase(key);
-      if (b->second.empty()) bound.erase(b);
-    }
+    Unbind(key, it->second.node_name);
     PodsChanged(it->second.node_name);
     observed.erase(key);
     pods.erase(it);
