@@ -85,6 +85,9 @@ struct ExtenderStats {
   // Pods remembered as learned, so that none is learned twice; a pod is forgotten when it
   // leaves (deleted or terminal), so this stays bounded by the pods in the cluster.
   size_t learned_tracked = 0;
+  // Full rebuilds of the fleet view prioritize scores in (EngineView): at start, and after a
+  // node left or changed its spec. Pod events and other node updates rebuild one node only.
+  int64_t view_rebuilds = 0;
 };
 
 class Extender {

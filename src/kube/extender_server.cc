@@ -251,7 +251,11 @@ struct ExtenderServer::Impl {
          "from, as the cluster's past or as arrivals.\n"
       << "# TYPE tessera_extender_learned_pods_total counter\n"
       << "tessera_extender_learned_pods_total{as=\"past\"} " << s.learned_past << "\n"
-      << "tessera_extender_learned_pods_total{as=\"arrival\"} " << s.learned_arrivals << "\n";
+      << "tessera_extender_learned_pods_total{as=\"arrival\"} " << s.learned_arrivals << "\n"
+      << "# HELP tessera_extender_view_rebuilds_total Full rebuilds of the fleet view the "
+         "policy scores in (start, a node removed or resized).\n"
+      << "# TYPE tessera_extender_view_rebuilds_total counter\n"
+      << "tessera_extender_view_rebuilds_total " << s.view_rebuilds << "\n";
     if (server) {
       const net::HttpServerStats h = server->stats();
       o << "# HELP tessera_http_connections_refused_total Connections refused at the limit.\n"

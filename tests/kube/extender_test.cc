@@ -502,6 +502,26 @@ TEST_F(ExtenderTest, NodeUpdatesReachTheNextFilter) {
   EXPECT_EQ(ext_.Filter(Args(pod, {"gpu-a"}))["NodeNames"], Json({"gpu-a"}));
 }
 
+// The fleet view is built at the first prioritize and then kept: binds and pod updates rebuild
+// the nodes they touch only; a node removed rebuilds it whole.
+TEST_F(ExtenderTest, TheFleetViewIsRebuiltOnlyWhenANodeLeavesOrResizes) {
+  const Json pod = PodJson("one", "uid-one", R"({"nvidia.com/gpu": "1"})"_json);
+  EXPECT_EQ(ext_.stats().view_rebuilds, 0);
+  (void)ext_.Prioritize(Args(pod, {"gpu-a", "gpu-c"}));
+  EXPECT_EQ(ext_.stats().view_rebuilds, 1);
+  const Json bind = R"({"PodName": "one", "PodNamespace": "ml", "PodUID": "uid-one",
+                        "Node": "gpu-c"})"_json;
+  ASSERT_TRUE(ext_.UpsertPod(pod).ok());
+  ASSERT_EQ(ext_.Bind(bind, Recorder())["Error"], "");
+  ASSERT_TRUE(ext_.UpsertNode(NodeJson("gpu-c", "Tesla-T4", 4)).ok());
+  const Json two = PodJson("two", "uid-two", R"({"nvidia.com/gpu": "1"})"_json);
+  (void)ext_.Prioritize(Args(two, {"gpu-a", "gpu-c"}));
+  EXPECT_EQ(ext_.stats().view_rebuilds, 1);
+  ext_.RemoveNode("gpu-a");
+  (void)ext_.Prioritize(Args(two, {"gpu-c"}));
+  EXPECT_EQ(ext_.stats().view_rebuilds, 2);
+}
+
 // Prioritize scores the candidates in the whole fleet, not in a cluster of the candidates
 // alone. Half the GPU pods seen are pinned, a quarter to H100s and a quarter to T4s; the
 // policy's model prices make an unpinned pod avoid the model whose free GPUs that pinned demand
@@ -600,6 +620,8 @@ TEST_F(ExtenderTest, ServesHttp) {
   }
   auto metrics = cli.Get("/metrics");
   ASSERT_TRUE(metrics);
+  // One prioritize: the fleet view (for MIG pods) was built once.
+  EXPECT_NE(metrics->body.find("tessera_extender_view_rebuilds_total 1"), std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_requests_total{verb=\"filter\"} 1"),
             std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_bad_requests_total{verb=\"filter\"} 2"),
