@@ -27,6 +27,10 @@
 // A bound pod's GPUs come from its tessera.io/assignment annotation; pods bound without one
 // (by another scheduler) are placed on the node's first fitting GPUs in the model. MIG requests
 // on nodes without a GPU inventory are counted against allocatable nvidia.com/mig-<profile>.
+// Filter and bind judge a node on its own (single-node slice models, cached until the node or
+// its pods change); prioritize scores the candidates in one view of the whole GPU fleet, so the
+// policy's cluster-wide terms do not depend on which candidates a request names
+// (extender_view.h).
 //
 // Thread-safety: every method may be called from any thread; calls are serialised internally.
 // Failure: handlers never throw; protocol-level problems are reported in the result's Error
