@@ -70,8 +70,6 @@ std::pair<Demand, GpuMask> Held(const PodRequest& p, const NodeInfo& n) {
 
 }  // namespace
 
-// Whether a pod's placement can be decided on the node or is left to counting (MIG requests on
-// nodes without inventory).
 bool CountedMig(const PodRequest& p, const NodeInfo& n) {
   return !p.gpu.mig_profile.empty() && n.inventory.empty();
 }
