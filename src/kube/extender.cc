@@ -230,7 +230,7 @@ struct Extender::State {
   // The model of `n` without the pods in `exclude`: the cached one when none of them is bound
   // to `n`, else built into `scratch`.
   Result<const NodeModel*> ModelOf(const NodeInfo& n, const std::set<std::string>& exclude,
-                                   NodeModel& scratch) const {
+                                   std::optional<NodeModel>& scratch) const {
     bool touched = false;
     for (const std::string& uid : exclude)
       if (auto it = pods.find(uid); it != pods.end() && it->second.node_name == n.spec.name)
@@ -242,7 +242,7 @@ struct Extender::State {
     if (!m.ok()) return m.status();
     if (touched) {
       scratch = std::move(*m);
-      return &scratch;
+      return &*scratch;
     }
     return &(models[n.spec.name] = std::move(*m));
   }
@@ -276,7 +276,7 @@ struct Extender::State {
                      : "GPU model " + model_name + " has no MIG profile " + p.gpu.mig_profile;
       return f;
     }
-    NodeModel scratch;
+    std::optional<NodeModel> scratch;  // built only when `exclude` touches the node
     auto model = ModelOf(n, exclude, scratch);
     if (!model.ok()) {
       f.unresolvable = true;
