@@ -25,6 +25,7 @@ void AddAgentCommand(CLI::App& app, int& rc);       // cmd_agent.cc: `tessera ag
 
 void AddSchedulerCommand(CLI::App& app, int& rc);  // cmd_scheduler.cc: `tessera scheduler`
 void AddSimFamilyCommand(CLI::App& sim, int& rc);  // cmd_family.cc: `tessera sim family`
+void AddSimDriftCommand(CLI::App& sim, int& rc);   // cmd_drift.cc: `tessera sim drift`
 void AddAdviseCommand(CLI::App& app, int& rc);     // cmd_advise.cc: `tessera advise`
 void AddReportCommand(CLI::App& app, int& rc);     // cmd_report.cc: `tessera report`
 

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
   tessera::AddSimPolluxCommand(*sim, rc);
   tessera::AddSimSharingCommand(*sim, rc);
   tessera::AddSimFamilyCommand(*sim, rc);
+  tessera::AddSimDriftCommand(*sim, rc);
   tessera::AddDemoCommand(app, rc);
   tessera::AddExtenderCommand(app, rc);
   tessera::AddWebhookCommand(app, rc);

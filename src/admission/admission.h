@@ -316,6 +316,8 @@ class Admission {
 
   std::vector<QueueStatus> Queues() const;
   const AdmissionConfig& config() const { return config_; }
+  // The engine admitted jobs are placed by (for its policy's state, e.g. Scorer::mix_changes).
+  const Engine& engine() const { return engine_; }
   int64_t GpuEquivalentMilli(GpuModelId model, int64_t milli_gpu) const;
 
  private:

@@ -32,6 +32,9 @@ class Scorer {
   virtual void Observe(const Demand& /*demand*/) {}
   // Sees a workload of the cluster's past, before the first arrival. Default: as an arrival.
   virtual void ObservePast(const Demand& demand) { Observe(demand); }
+  // How often an online learner has found that the workload mix changed and re-learned it
+  // from the recent arrivals alone; 0 for policies that do not learn online.
+  virtual int64_t mix_changes() const { return 0; }
 
   // Once per decision, with the nodes that passed the filter, before any Score call.
   virtual void PreScore(const ClusterState& /*state*/, const Demand& /*demand*/,

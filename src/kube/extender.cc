@@ -469,6 +469,7 @@ ExtenderStats Extender::stats() const {
   s.nodes = state_->nodes.size();
   s.gpu_pods = state_->pods.size();
   s.learned_tracked = state_->observed.size();
+  s.mix_changes = state_->scorer->mix_changes();
   s.view_rebuilds = state_->view.rebuilds() + state_->mig_view.rebuilds();
   return s;
 }

@@ -86,6 +86,9 @@ struct ExtenderStats {
   // pods seen bound after the first of those), and as the cluster's past (pods already bound
   // when first seen, before any arrival: the pods running when the extender starts).
   int64_t learned_arrivals = 0, learned_past = 0;
+  // Changes of the workload mix the placement policy found (Scorer::mix_changes): each time,
+  // it re-learned the mix from the recent pods alone.
+  int64_t mix_changes = 0;
   // Pods remembered as learned, so that none is learned twice; a pod is forgotten when it
   // leaves (deleted or terminal), so this stays bounded by the pods in the cluster.
   size_t learned_tracked = 0;

@@ -193,6 +193,12 @@ std::string SchedulerCore::Metrics(double now) const {
       "job or a queue reclaiming its lent quota.\n"
       "# TYPE tessera_preemptions_total counter\n";
   out += "tessera_preemptions_total " + std::to_string(stats_.preemption_evictions) + "\n";
+  out +=
+      "# HELP tessera_policy_mix_changes_total Changes of the workload mix the placement policy "
+      "found; each time it re-learned the mix from the recent pods alone.\n"
+      "# TYPE tessera_policy_mix_changes_total counter\n";
+  out += "tessera_policy_mix_changes_total " +
+         std::to_string(admission_->engine().scorer().mix_changes()) + "\n";
   out += latency_.Render("tessera_scheduling_latency_seconds",
                          "Time from a pod first seen pending to its bind being issued.");
   out += RightsizeMetrics();

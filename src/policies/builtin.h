@@ -57,6 +57,12 @@ struct TesseraConfig {
   // A past workload (Scorer::ObservePast) is forgotten once the arrivals disagree with it; this
   // is the chance, per comparison, of forgetting a past that does describe the arrivals.
   double past_false_alarm = 0.001;
+  // The mix is followed as it changes (docs/POLICIES.md item 1): arrivals are compared with the
+  // sample the mix was learned from in windows of up to this many arrivals, and a window that
+  // disagrees replaces everything learned before it. As long as the steady re-learning period
+  // (1024 arrivals): a change is judged on at most one period. A power of two from 16 to 2^20,
+  // or 0 to compare only a past with the arrivals (the learned mix then never forgets).
+  int mix_window = 1024;
   Status Validate() const;
 };
 std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& config = {});

@@ -50,8 +50,8 @@ FragDescentScorer::FragDescentScorer(std::string name, TargetWorkload target, Sc
 
 namespace {
 
-// The class of a workload for comparing the past with the arrivals (kPastClasses in all).
-int PastClass(const Demand& d) {
+// The class of a workload for comparing samples of the mix (kMixClasses in all).
+int MixClass(const Demand& d) {
   int kind;
   if (d.num_gpu == 0) {
     kind = 0;
@@ -71,21 +71,46 @@ void FragDescentScorer::Observe(const Demand& d) {
   if (!learn_online_) return;
   seen_.Add(d);
   ++arrivals_n_;
-  // Only a past still trusted needs the arrivals apart: without one, an arrival costs no more.
-  if (past_n_ > 0 && !past_forgotten_) {
-    arrivals_.Add(d);
-    ++arrival_classes_[PastClass(d)];
+  // Without a window limit, only a past still trusted needs the arrivals apart.
+  if (window_limit_ == 0 && (past_n_ == 0 || past_forgotten_)) {
+    RelearnWhenDue();
+    return;
   }
-  if (past_n_ > 0 && !past_forgotten_ && arrivals_n_ >= next_past_check_) {
-    next_past_check_ *= 2;
-    if (!PastAgrees()) {
-      past_forgotten_ = true;
-      seen_ = std::move(arrivals_);
-      arrivals_ = ShapeTally();
+  window_.Add(d);
+  ++window_classes_[MixClass(d)];
+  ++window_n_;
+  CheckWindow();
+  RelearnWhenDue();
+}
+
+void FragDescentScorer::CheckWindow() {
+  if (ref_n_ > 0 && window_n_ == next_check_) {
+    next_check_ *= 2;
+    if (!WindowAgrees()) {
+      // The mix changed: forget everything before the window and learn from it alone.
+      ++mix_changes_;
+      if (past_n_ > 0) past_forgotten_ = true;
+      seen_ = std::move(window_);
       next_relearn_ = seen_.tasks();
+      ref_classes_ = window_classes_;
+      ref_n_ = window_limit_ > 0 ? window_n_ : 0;
+      window_ = ShapeTally();
+      window_classes_ = {};
+      window_n_ = 0;
+      next_check_ = 16;
+      return;
     }
   }
-  RelearnWhenDue();
+  // A window as long as the reference, up to the limit: the reference doubles from 16
+  // arrivals on, so a change is found early in a run too.
+  if (window_limit_ > 0 && window_n_ >= std::min(window_limit_, std::max<int64_t>(16, ref_n_))) {
+    for (int k = 0; k < kMixClasses; ++k) ref_classes_[k] += window_classes_[k];
+    ref_n_ += window_n_;
+    window_ = ShapeTally();
+    window_classes_ = {};
+    window_n_ = 0;
+    next_check_ = 16;
+  }
 }
 
 void FragDescentScorer::RelearnWhenDue() {
@@ -101,25 +126,26 @@ void FragDescentScorer::ObservePast(const Demand& d) {
     Observe(d);
     return;
   }
-  ++past_classes_[PastClass(d)];
+  ++ref_classes_[MixClass(d)];
+  ++ref_n_;
   ++past_n_;
   seen_.Add(d);
   RelearnWhenDue();
 }
 
-bool FragDescentScorer::PastAgrees() const {
+bool FragDescentScorer::WindowAgrees() const {
   // P(||p_hat - p||_1 >= eps) <= 2^k exp(-n eps^2 / 2) for n draws over k classes: each sample
   // is within eps_i of the common distribution except with probability rate / 2.
   auto eps = [&](int64_t n) {
-    return std::sqrt(2.0 * (kPastClasses * std::log(2.0) + std::log(2.0 / past_false_alarm_)) /
+    return std::sqrt(2.0 * (kMixClasses * std::log(2.0) + std::log(2.0 / past_false_alarm_)) /
                      static_cast<double>(n));
   };
   double l1 = 0;
-  for (int k = 0; k < kPastClasses; ++k) {
-    l1 += std::abs(static_cast<double>(past_classes_[k]) / static_cast<double>(past_n_) -
-                   static_cast<double>(arrival_classes_[k]) / static_cast<double>(arrivals_n_));
+  for (int k = 0; k < kMixClasses; ++k) {
+    l1 += std::abs(static_cast<double>(ref_classes_[k]) / static_cast<double>(ref_n_) -
+                   static_cast<double>(window_classes_[k]) / static_cast<double>(window_n_));
   }
-  return l1 <= eps(past_n_) + eps(arrivals_n_);
+  return l1 <= eps(ref_n_) + eps(window_n_);
 }
 
 void FragDescentScorer::Relearn() {

@@ -28,15 +28,26 @@ class FragDescentScorer : public Scorer {
   FragDescentScorer(std::string name, TargetWorkload target, ScoreFn fn, bool learn_online);
 
   std::string_view name() const override { return name_; }
+  // Online learners compare what they learned with what arrives, to follow a mix that changes.
+  // The reference is the sample the mix was learned from (the past, then the arrivals
+  // accepted into it); the window is the arrivals since the reference was last extended. At
+  // window sizes 16, 32, 64, ... the class frequencies of the two (CPU-only; shares by
+  // quarter; one, 2-3, 4-7 and 8+ GPUs; each pinned or not) are compared, and when their L1
+  // distance exceeds what sampling explains at the false-alarm rate (Bretagnolle-Huber-Carol
+  // bound, per sample, at half the rate each), the mix has changed: everything before the
+  // window is forgotten and the mix is re-learned from the window alone, which becomes the
+  // reference. A window that agrees joins the reference once it is as long as the reference
+  // (at least 16 arrivals) or the window limit, whichever is shorter: without a past the first
+  // 16 arrivals are the reference, which then doubles up to the limit. Without a reference
+  // (the first 16 arrivals of a run without a past) nothing is compared.
   void Observe(const Demand& d) override;
-  // Online learners count the past like arrivals while the arrivals agree with it: at 16, 32,
-  // 64, ... arrivals the class frequencies of the two samples (CPU-only; shares by quarter;
-  // one, 2-3, 4-7 and 8+ GPUs; each pinned or not) are compared, and when their L1 distance
-  // exceeds what sampling explains at the false-alarm rate (Bretagnolle-Huber-Carol bound,
-  // per sample, at half the rate each), the past is forgotten for good and the mix re-learned
-  // from the arrivals alone. Policies that do not learn online ignore it.
+  // A workload of the past, seen before the first arrival: it joins the reference and the
+  // learned mix. Once the arrivals have disagreed with it, more past is ignored. Policies that
+  // do not learn online ignore it.
   void ObservePast(const Demand& d) override;
   bool past_forgotten() const { return past_forgotten_; }
+  // Changes of the mix detected so far (a past forgotten counts as one).
+  int64_t mix_changes() const override { return mix_changes_; }
   void PreScore(const ClusterState& state, const Demand& d, std::span<const NodeIdx> feasible,
                 Rng& rng) override;
   NodeScore Score(const ClusterState& state, NodeIdx n, const Demand& d) override;
@@ -47,8 +58,12 @@ class FragDescentScorer : public Scorer {
   // Learns the target workload from the shapes seen so far; called at 1, 2, 4, ... arrivals
   // and then every kRelearnEvery arrivals. Default: the shapes covering 95% of tasks.
   virtual TargetWorkload Learn(const ShapeTally& seen) { return seen.Build(95.0); }
-  // The chance, per comparison, of forgetting a past that the arrivals do agree with.
+  // The chance, per comparison, of forgetting a reference that the arrivals do agree with.
   void set_past_false_alarm(double rate) { past_false_alarm_ = rate; }
+  // The window limit (a power of two, at least 16), or 0: the window never joins the
+  // reference, so only a past is compared with the arrivals (all of them, at 16, 32, 64, ...),
+  // and once it is forgotten nothing more is compared.
+  void set_mix_window(int64_t limit) { window_limit_ = limit; }
   // With a finish, the cache holds ScoreFn's value and Score returns Finish(value, node,
   // demand), itself remembered until FinishChanged(): a node-level term that can change
   // without a new evaluation of the node. ScoreFn still picks the GPU within a node, so the
@@ -105,8 +120,10 @@ class FragDescentScorer : public Scorer {
   void Relearn();
   // Relearn() when the count of shapes seen has reached next_relearn_, and the next count.
   void RelearnWhenDue();
-  // Whether the arrivals so far agree with the past (see ObservePast).
-  bool PastAgrees() const;
+  // Whether the window agrees with the reference (see Observe).
+  bool WindowAgrees() const;
+  // The window's comparisons and its end (see Observe).
+  void CheckWindow();
 
   std::string name_;
   FragModel model_;
@@ -118,11 +135,15 @@ class FragDescentScorer : public Scorer {
   // Online learning state.
   ShapeTally seen_;
   int64_t next_relearn_ = 1;
-  // The past (ObservePast) and the arrivals, by class, and the arrivals' shapes alone.
-  static constexpr int kPastClasses = 18;
-  std::array<int64_t, kPastClasses> past_classes_{}, arrival_classes_{};
-  int64_t past_n_ = 0, arrivals_n_ = 0, next_past_check_ = 16;
-  ShapeTally arrivals_;
+  // Mix-change detection (see Observe): the reference and the window by class, and the
+  // window's shapes.
+  static constexpr int kMixClasses = 18;
+  std::array<int64_t, kMixClasses> ref_classes_{}, window_classes_{};
+  int64_t ref_n_ = 0, window_n_ = 0, next_check_ = 16;
+  ShapeTally window_;
+  int64_t past_n_ = 0, arrivals_n_ = 0;
+  int64_t window_limit_ = 0;
+  int64_t mix_changes_ = 0;
   bool past_forgotten_ = false;
   double past_false_alarm_ = 0.001;
   // Cache: per interned shape, per node.

@@ -264,6 +264,7 @@ class TesseraScorer final : public FragDescentScorer {
         cfg_(cfg),
         learned_(std::move(learned)) {
     set_past_false_alarm(cfg.past_false_alarm);
+    set_mix_window(cfg.mix_window);
     enable_finish();
   }
 
@@ -414,6 +415,9 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: balance_classes must be in [1, 256]");
   if (!(past_false_alarm > 0 && past_false_alarm < 1))
     return InvalidArgument("tessera: past_false_alarm must be in (0, 1)");
+  if (mix_window != 0 &&
+      (mix_window < 16 || mix_window > (1 << 20) || (mix_window & (mix_window - 1)) != 0))
+    return InvalidArgument("tessera: mix_window must be 0 or a power of two in [16, 1048576]");
   return Status::Ok();
 }
 

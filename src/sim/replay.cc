@@ -289,7 +289,12 @@ void Simulation::Summarise() {
 }
 
 Result<std::unique_ptr<Scorer>> MakeScorer(const std::string& policy,
-                                           const std::vector<Workload>& pods, double coverage_pct) {
+                                           const std::vector<Workload>& pods, double coverage_pct,
+                                           const TesseraConfig& tessera) {
+  if (policy == "tessera") {
+    TESSERA_RETURN_IF_ERROR(tessera.Validate());
+    return MakeTesseraScorer(tessera);
+  }
   PolicyConfig cfg{policy, {}};
   if (policy == "fgd") {
     std::vector<Demand> demands;
@@ -314,7 +319,7 @@ Result<ReplayRun> RunReplay(const std::vector<NodeSpec>& nodes, const std::vecto
     if (!r.ok()) return r.status();
   }
   if (state.gpu_capacity_milli() == 0) return InvalidArgument("the cluster has no GPUs");
-  auto scorer = MakeScorer(opt.policy, pods, opt.typical_coverage_pct);
+  auto scorer = MakeScorer(opt.policy, pods, opt.typical_coverage_pct, opt.tessera);
   if (!scorer.ok()) return scorer.status();
   // The same seed stream as RunFill, so tie-break orders agree between the two protocols.
   Engine engine(std::move(scorer).value(), opt.seed * 0x9e3779b97f4a7c15ULL + 1);
@@ -324,6 +329,7 @@ Result<ReplayRun> RunReplay(const std::vector<NodeSpec>& nodes, const std::vecto
   run.seed = opt.seed;
   Simulation sim(pods, state, engine, opt, run);
   TESSERA_RETURN_IF_ERROR(sim.Run());
+  run.mix_changes = engine.scorer().mix_changes();
   run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return run;
 }
@@ -481,6 +487,7 @@ std::string ReplayJson(const std::vector<ReplaySummary>& results, const std::str
                       {"first_arrival_s", r.first_arrival},
                       {"last_event_s", r.last_event},
                       {"decisions", r.decisions},
+                      {"mix_changes", r.mix_changes},
                       {"wall_seconds", r.wall_seconds}});
     }
     p["seeds"] = seeds;

@@ -43,6 +43,7 @@
 
 #include "cluster/types.h"
 #include "core/status.h"
+#include "policies/builtin.h"
 #include "sim/fill.h"
 
 namespace tessera {
@@ -55,6 +56,8 @@ struct ReplayOptions {
   // Runs ClusterState::CheckInvariants after every n-th event time and at the end, and checks
   // that the ledger then holds exactly the pods that never depart. 0 = never (for tests).
   int64_t check_invariants_every = 0;
+  // The configuration of the tessera policy (other policies ignore it).
+  TesseraConfig tessera;
 };
 
 enum class PodFate : uint8_t { kPlaced, kImpossible, kNeverPlaced };
@@ -85,7 +88,8 @@ struct ReplayRun {
   int64_t peak_pending = 0;  // largest number of waiting pods at any time
   SimTime first_arrival = 0;
   SimTime last_event = 0;
-  int64_t decisions = 0;  // Engine::Decide calls
+  int64_t decisions = 0;    // Engine::Decide calls
+  int64_t mix_changes = 0;  // changes of the mix the policy detected (Scorer::mix_changes)
   double wall_seconds = 0;
   std::vector<PodOutcome> outcomes;  // one per input pod, in input order
 };

@@ -483,6 +483,23 @@ TEST_F(ExtenderTest, PodsBoundAtStartAreThePolicysPastAndArrivalsAreNot) {
   EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
 }
 
+// The policy follows a change of the pods' mix (TesseraConfig::mix_window): after 70 one-GPU
+// pods, two-GPU pods are a disjoint class, found at the 32nd (L1 distance 2 > eps(72) +
+// eps(32) = 1.87), and /metrics counts it.
+TEST_F(ExtenderTest, TheLearnedMixFollowsAChangeOfThePods) {
+  auto learn = [this](const std::string& name, const char* gpus) {
+    const Json pod = PodJson(name, "uid-" + name, Json{{"nvidia.com/gpu", gpus}});
+    ASSERT_TRUE(ext_.UpsertPod(pod).ok());
+    (void)ext_.Filter(Args(pod, {"gpu-a", "gpu-c"}));
+  };
+  for (int i = 0; i < 70; ++i) learn("one-" + std::to_string(i), "1");
+  for (int i = 0; i < 31; ++i) learn("two-" + std::to_string(i), "2");
+  EXPECT_EQ(ext_.stats().mix_changes, 0);
+  learn("two-31", "2");
+  EXPECT_EQ(ext_.stats().mix_changes, 1);
+  EXPECT_EQ(ext_.stats().learned_arrivals, 102);
+}
+
 // A node update reaches the next request: gpu-a's whole GPU turning unhealthy leaves no GPU for a
 // 1-GPU pod (GPU 0 is MIG-partitioned), and its recovery brings it back.
 TEST_F(ExtenderTest, NodeUpdatesReachTheNextFilter) {
@@ -622,6 +639,7 @@ TEST_F(ExtenderTest, ServesHttp) {
   ASSERT_TRUE(metrics);
   // One prioritize: the fleet view (for MIG pods) was built once.
   EXPECT_NE(metrics->body.find("tessera_extender_view_rebuilds_total 1"), std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_policy_mix_changes_total 0"), std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_requests_total{verb=\"filter\"} 1"),
             std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_bad_requests_total{verb=\"filter\"} 2"),

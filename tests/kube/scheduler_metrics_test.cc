@@ -188,6 +188,7 @@ TEST(SchedulerMetricsTest, LatencyDecisionsAndPreemptions) {
   EXPECT_EQ(Value(m, "tessera_scheduling_decisions_total{result=\"bound\"}"), 1) << m;
   EXPECT_EQ(Value(m, "tessera_scheduling_decisions_total{result=\"unschedulable\"}"), 2) << m;
   EXPECT_EQ(Value(m, "tessera_preemptions_total"), 0) << m;
+  EXPECT_EQ(Value(m, "tessera_policy_mix_changes_total"), 0) << m;
   EXPECT_EQ(Value(m, "tessera_node_gpu_allocated_ratio{node=\"n\",model=\"H100-80GB\"}"), 1) << m;
   // The same reason again is no new decision.
   (void)core->Cycle(13);

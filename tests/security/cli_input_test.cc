@@ -257,6 +257,12 @@ std::vector<std::string> Family(std::vector<std::string> extra) {
   return With(args, extra);
 }
 
+std::vector<std::string> Drift(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"sim",    "drift",        "--seeds", "1",
+                                   "--json", "{out}/d.json", "--table", "{out}/d.md"};
+  return With(args, extra);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     SimFill, CliRefusesTest,
     ::testing::Values(
@@ -423,6 +429,12 @@ INSTANTIATE_TEST_SUITE_P(
                     "--candidate: 'tessera' is not one of the --policy list (fgd,bestfit)"},
         RefusedCase{"FamilyModeUnknown", Family({"--mode", "live"}),
                     "--mode: 'live' must be fill or replay"},
+        RefusedCase{"DriftPairWithoutColon", Drift({"--pairs", "base"}),
+                    "--pairs: 'base' is not FROM:TO"},
+        RefusedCase{"DriftMixUnknown", Drift({"--pairs", "base:base,base:nope"}),
+                    "--pairs: unknown mix 'nope' (`tessera sim family --list` lists the mixes)"},
+        RefusedCase{"DriftTimeScaleBelowOne", Drift({"--time-scale", "0.5"}),
+                    "--time-scale: '0.5' is outside the allowed range [1, 1e+06]"},
         RefusedCase{"FamilyNothingToRun", Family({"--mixes", "none"}),
                     "nothing to run: --mixes none and no --traces DIR"},
         RefusedCase{"FamilyTracesMissing", Family({"--mixes", "none", "--traces", "{dir}/none"}),

@@ -511,6 +511,98 @@ TEST(TesseraPastTest, FalseAlarmRateIsValidated) {
   EXPECT_TRUE(c.Validate().ok());
 }
 
+// The mix is followed as it changes: windows of up to TesseraConfig::mix_window (1024)
+// arrivals are compared with the sample the mix was learned from, at 16, 32, ..., 1024
+// arrivals, by the same bound (eps(4096) = 0.099, eps(128) = 0.560, eps(64) = 0.792).
+std::unique_ptr<Scorer> TesseraWithWindow(int window) {
+  TesseraConfig c;
+  c.mix_window = window;
+  return MakeTesseraScorer(c);
+}
+
+TEST(TesseraMixChangeTest, AMixThatChangesIsRelearnedFromTheWindowAlone) {
+  for (int window : {1024, 0}) {
+    SCOPED_TRACE(window);
+    auto t = TesseraWithWindow(window);
+    for (int i = 0; i < 4096; ++i) t->Observe(Share(4000, 500));
+    for (int i = 0; i < 15; ++i) t->Observe(Whole(8000, 1));
+    EXPECT_EQ(Learner(t).mix_changes(), 0);
+    for (int i = 0; i < 2048; ++i) t->Observe(Whole(8000, 1));
+    const auto& shapes = Learner(t).model().target().shapes;
+    if (window == 0) {
+      // The learned mix never forgets: the 4,096 shares still dominate it.
+      EXPECT_EQ(Learner(t).mix_changes(), 0);
+      ASSERT_EQ(shapes.size(), 2u);
+      EXPECT_EQ(shapes[0].gpu_milli, 500);
+      continue;
+    }
+    // Disjoint classes: L1 distance 2 > eps(4096) + eps(16) at the 16th whole GPU, and from
+    // then on the mix is the whole GPUs alone.
+    EXPECT_EQ(Learner(t).mix_changes(), 1);
+    EXPECT_FALSE(Learner(t).past_forgotten());
+    ASSERT_EQ(shapes.size(), 1u);
+    EXPECT_EQ(shapes[0].gpu_milli, 1000);
+    EXPECT_DOUBLE_EQ(shapes[0].popularity, 1.0);
+  }
+}
+
+TEST(TesseraMixChangeTest, AShiftInProportionIsFoundWithinTheWindow) {
+  auto t = MakeTesseraScorer();
+  // Half shares, half whole GPUs, then 9 in 10 whole GPUs: L1 distance 0.8, above
+  // eps(4096) + eps(128) = 0.66 but not above eps(4096) + eps(64) = 0.89.
+  for (int i = 0; i < 2048; ++i) {
+    t->Observe(Share(4000, 500));
+    t->Observe(Whole(8000, 1));
+  }
+  for (int i = 0; i < 127; ++i) t->Observe(i % 10 == 0 ? Share(4000, 500) : Whole(8000, 1));
+  EXPECT_EQ(Learner(t).mix_changes(), 0);
+  t->Observe(Whole(8000, 1));
+  EXPECT_EQ(Learner(t).mix_changes(), 1);
+  const auto& shapes = Learner(t).model().target().shapes;
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0].gpu_milli, 1000);
+  EXPECT_NEAR(shapes[0].popularity, 115.0 / 128.0, 1e-9);
+}
+
+TEST(TesseraMixChangeTest, AMixThatStaysIsNeverForgotten) {
+  // 200 windows of a mix over eight of the classes, with class shares from 2% to 40%: the
+  // learned mix is the one a scorer that never forgets learns from the same arrivals.
+  auto t = MakeTesseraScorer();
+  auto never = TesseraWithWindow(0);
+  const std::vector<std::pair<Demand, double>> mix = {
+      {Share(4000, 100), 0.40},    {Share(4000, 300), 0.20},
+      {Share(6000, 600), 0.10},    {Whole(8000, 1), 0.15},
+      {Whole(16000, 2), 0.05},     {Whole(32000, 8), 0.02},
+      {Share(4000, 500, 1), 0.05}, {Demand{MilliCpu{2000}, MiB{0}, 0, 0, 0}, 0.03}};
+  Rng rng(7);
+  for (int i = 0; i < 200 * 1024; ++i) {
+    double u = rng.UniformDouble();
+    size_t k = 0;
+    while (k + 1 < mix.size() && u >= mix[k].second) u -= mix[k++].second;
+    t->Observe(mix[k].first);
+    never->Observe(mix[k].first);
+  }
+  EXPECT_EQ(Learner(t).mix_changes(), 0);
+  const auto& shapes = Learner(t).model().target().shapes;
+  const auto& expected = Learner(never).model().target().shapes;
+  ASSERT_EQ(shapes.size(), expected.size());
+  ASSERT_GE(shapes.size(), 6u);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    EXPECT_EQ(shapes[i].gpu_milli, expected[i].gpu_milli) << i;
+    EXPECT_EQ(shapes[i].num_gpu, expected[i].num_gpu) << i;
+    EXPECT_DOUBLE_EQ(shapes[i].popularity, expected[i].popularity) << i;
+  }
+}
+
+TEST(TesseraMixChangeTest, WindowIsValidated) {
+  ExpectRefused<int>(&TesseraConfig::mix_window, {-1, 8, 15, 100, 1 << 21});
+  for (int ok : {0, 16, 1 << 20}) {
+    TesseraConfig c;
+    c.mix_window = ok;
+    EXPECT_TRUE(c.Validate().ok()) << ok;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // SharePrices: dual prices of the share-packing LP.
 
