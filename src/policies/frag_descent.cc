@@ -76,7 +76,11 @@ void FragDescentScorer::Observe(const Demand& d) {
     RelearnWhenDue();
     return;
   }
-  window_.Add(d);
+  if (window_limit_ > 0) {
+    window_.push_back(d);
+  } else {
+    window_tally_.Add(d);
+  }
   ++window_classes_[MixClass(d)];
   ++window_n_;
   CheckWindow();
@@ -90,11 +94,13 @@ void FragDescentScorer::CheckWindow() {
       // The mix changed: forget everything before the window and learn from it alone.
       ++mix_changes_;
       if (past_n_ > 0) past_forgotten_ = true;
-      seen_ = std::move(window_);
+      seen_ = std::move(window_tally_);
+      window_tally_ = ShapeTally();
+      for (const Demand& w : window_) seen_.Add(w);
       next_relearn_ = seen_.tasks();
       ref_classes_ = window_classes_;
       ref_n_ = window_limit_ > 0 ? window_n_ : 0;
-      window_ = ShapeTally();
+      window_.clear();
       window_classes_ = {};
       window_n_ = 0;
       next_check_ = 16;
@@ -106,7 +112,7 @@ void FragDescentScorer::CheckWindow() {
   if (window_limit_ > 0 && window_n_ >= std::min(window_limit_, std::max<int64_t>(16, ref_n_))) {
     for (int k = 0; k < kMixClasses; ++k) ref_classes_[k] += window_classes_[k];
     ref_n_ += window_n_;
-    window_ = ShapeTally();
+    window_.clear();
     window_classes_ = {};
     window_n_ = 0;
     next_check_ = 16;

@@ -136,11 +136,13 @@ class FragDescentScorer : public Scorer {
   ShapeTally seen_;
   int64_t next_relearn_ = 1;
   // Mix-change detection (see Observe): the reference and the window by class, and the
-  // window's shapes.
+  // window's demands (a tally is built from them only when the mix changed); without a window
+  // limit the window is every arrival, kept as a tally.
   static constexpr int kMixClasses = 18;
   std::array<int64_t, kMixClasses> ref_classes_{}, window_classes_{};
   int64_t ref_n_ = 0, window_n_ = 0, next_check_ = 16;
-  ShapeTally window_;
+  std::vector<Demand> window_;
+  ShapeTally window_tally_;
   int64_t past_n_ = 0, arrivals_n_ = 0;
   int64_t window_limit_ = 0;
   int64_t mix_changes_ = 0;
