@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <limits>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/stats.h"
 #include "sim/family.h"
 #include "sim/mix_knobs.h"
 
@@ -78,16 +77,6 @@ Result<GeneratedTrace> GenerateMix(const std::string& name, const DriftOptions& 
   Status st = ApplyMixFlags(mix->flags, config);
   if (!st.ok()) return Status(st.code(), "mix '" + name + "': " + st.message());
   return Generate(config, seed);
-}
-
-// Linear interpolation between order statistics, as the replay's percentiles.
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 // Allocated GPU over [from, to] as % of capacity, and the p95 wait of pods index >= first_b.
