@@ -74,8 +74,8 @@ int RunDriftCommand(const DriftArgs& a) {
   auto threads = ParseThreadsFlag("--threads", a.threads);
   if (!threads.ok()) return Fail(threads.status());
   o.threads = *threads;
-  for (const std::string* path : {&a.json, &a.table}) {
-    Status st = CheckOutputDir(path == &a.json ? "--json" : "--table", *path);
+  for (const auto& [flag, path] : {std::pair{"--json", &a.json}, std::pair{"--table", &a.table}}) {
+    Status st = CheckOutputDir(flag, *path);
     if (!st.ok()) return Fail(st);
   }
 

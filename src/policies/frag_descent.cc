@@ -100,10 +100,7 @@ void FragDescentScorer::CheckWindow() {
       next_relearn_ = seen_.tasks();
       ref_classes_ = window_classes_;
       ref_n_ = window_limit_ > 0 ? window_n_ : 0;
-      window_.clear();
-      window_classes_ = {};
-      window_n_ = 0;
-      next_check_ = 16;
+      ClearWindow();
       return;
     }
   }
@@ -112,11 +109,15 @@ void FragDescentScorer::CheckWindow() {
   if (window_limit_ > 0 && window_n_ >= std::min(window_limit_, std::max<int64_t>(16, ref_n_))) {
     for (int k = 0; k < kMixClasses; ++k) ref_classes_[k] += window_classes_[k];
     ref_n_ += window_n_;
-    window_.clear();
-    window_classes_ = {};
-    window_n_ = 0;
-    next_check_ = 16;
+    ClearWindow();
   }
+}
+
+void FragDescentScorer::ClearWindow() {
+  window_.clear();
+  window_classes_ = {};
+  window_n_ = 0;
+  next_check_ = 16;
 }
 
 void FragDescentScorer::RelearnWhenDue() {

@@ -124,6 +124,8 @@ class FragDescentScorer : public Scorer {
   bool WindowAgrees() const;
   // The window's comparisons and its end (see Observe).
   void CheckWindow();
+  // Opens an empty window (its demands only; a tally without a window limit stays).
+  void ClearWindow();
 
   std::string name_;
   FragModel model_;

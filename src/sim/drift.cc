@@ -1,12 +1,10 @@
 #include "sim/drift.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "core/stats.h"
 #include "sim/family.h"
@@ -134,58 +132,34 @@ Result<DriftResult> RunDrift(const DriftPair& pair, const std::vector<DriftVaria
   const size_t first_b = a->pods.size();
   r.switch_s = first_b < pods->size() ? (*pods)[first_b].creation : 0;
 
-  // Every (variant, seed) on a pool of threads; results land in fixed slots.
-  const size_t runs = variants.size() * o.seeds.size();
-  std::vector<Result<ReplayRun>> slots(runs, InvalidArgument("not run"));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < runs; i = next++) {
-      const DriftVariant& v = variants[i / o.seeds.size()];
-      ReplayOptions ro;
-      ro.policy = v.policy;
-      ro.tessera = v.tessera;
-      ro.seed = o.seeds[i % o.seeds.size()];
-      slots[i] = RunReplay(a->nodes, *pods, ro);
-    }
-  };
-  const unsigned threads = std::max(
-      1u, std::min<unsigned>(o.threads > 0 ? o.threads : std::thread::hardware_concurrency(),
-                             static_cast<unsigned>(runs)));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+  std::vector<ReplayOptions> options;
+  for (const DriftVariant& v : variants) {
+    ReplayOptions& ro = options.emplace_back();
+    ro.policy = v.policy;
+    ro.tessera = v.tessera;
+  }
+  auto replays = RunReplayVariants(a->nodes, *pods, options, o.seeds, o.threads,
+                                   /*keep_outcomes=*/true);
+  if (!replays.ok())
+    return Status(replays.status().code(),
+                  pair.from + " -> " + pair.to + ": " + replays.status().message());
 
   for (size_t vi = 0; vi < variants.size(); ++vi) {
     DriftVariantResult vr;
     vr.name = variants[vi].name;
+    vr.replay = std::move((*replays)[vi]);
     vr.replay.policy = vr.name;
     std::vector<double> changes;
-    for (size_t si = 0; si < o.seeds.size(); ++si) {
-      Result<ReplayRun>& run = slots[vi * o.seeds.size() + si];
-      if (!run.ok())
-        return Status(run.status().code(), pair.from + " -> " + pair.to + ", " + vr.name + ": " +
-                                               run.status().message());
+    for (ReplayRun& run : vr.replay.runs) {
       double alloc = 0, p95 = 0;
-      MeasureAfterSwitch(*pods, *run, first_b, r.switch_s, run->last_arrival, capacity_milli, alloc,
+      MeasureAfterSwitch(*pods, run, first_b, r.switch_s, run.last_arrival, capacity_milli, alloc,
                          p95);
       vr.alloc_after_pct.push_back(alloc);
       vr.wait_p95_after_s.push_back(p95);
-      changes.push_back(static_cast<double>(run->mix_changes));
-      run->outcomes.clear();
-      vr.replay.runs.push_back(std::move(run).value());
+      changes.push_back(static_cast<double>(run.mix_changes));
+      run.outcomes.clear();
+      run.outcomes.shrink_to_fit();
     }
-    auto stats = [&](double ReplayRun::*field) {
-      std::vector<double> v;
-      for (const ReplayRun& x : vr.replay.runs) v.push_back(x.*field);
-      return Stats::Of(std::move(v));
-    };
-    vr.replay.gpu_alloc_arrival_window_pct = stats(&ReplayRun::gpu_alloc_arrival_window_pct);
-    vr.replay.wait_p95_s = stats(&ReplayRun::wait_p95_s);
-    vr.replay.wall_seconds = stats(&ReplayRun::wall_seconds);
-    std::vector<double> never;
-    for (const ReplayRun& x : vr.replay.runs) never.push_back(static_cast<double>(x.never_placed));
-    vr.replay.never_placed = Stats::Of(std::move(never));
     vr.alloc_after = Stats::Of(vr.alloc_after_pct);
     vr.wait_p95_after = Stats::Of(vr.wait_p95_after_s);
     vr.mix_changes = Stats::Of(std::move(changes));

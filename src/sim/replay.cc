@@ -340,23 +340,33 @@ Result<std::vector<ReplaySummary>> RunReplayMatrix(const std::vector<NodeSpec>& 
                                                    const std::vector<uint64_t>& seeds,
                                                    unsigned threads, bool keep_outcomes) {
   if (policies.empty()) return InvalidArgument("no policies given");
-  if (seeds.empty()) return InvalidArgument("no seeds given");
   std::set<std::string> distinct;
+  std::vector<ReplayOptions> variants;
   for (const auto& p : policies) {
     if (!distinct.insert(p).second) return InvalidArgument("policy '" + p + "' given twice");
     auto probe =
         BuiltinPolicies().Create(PolicyConfig{p, TargetWorkload{{TaskShape{0, 0, 0, 0, 1}}}});
     if (!probe.ok()) return probe.status();
+    variants.emplace_back().policy = p;
   }
-  const size_t jobs = policies.size() * seeds.size();
+  return RunReplayVariants(nodes, pods, variants, seeds, threads, keep_outcomes);
+}
+
+Result<std::vector<ReplaySummary>> RunReplayVariants(const std::vector<NodeSpec>& nodes,
+                                                     const std::vector<Workload>& pods,
+                                                     const std::vector<ReplayOptions>& variants,
+                                                     const std::vector<uint64_t>& seeds,
+                                                     unsigned threads, bool keep_outcomes) {
+  if (variants.empty()) return InvalidArgument("no policies given");
+  if (seeds.empty()) return InvalidArgument("no seeds given");
+  const size_t jobs = variants.size() * seeds.size();
   std::vector<Result<ReplayRun>> results(jobs, Result<ReplayRun>(Internal("not run")));
   std::atomic<size_t> next{0};
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = static_cast<unsigned>(std::min<size_t>(threads, jobs));
   auto worker = [&] {
     for (size_t j; (j = next.fetch_add(1)) < jobs;) {
-      ReplayOptions o;
-      o.policy = policies[j / seeds.size()];
+      ReplayOptions o = variants[j / seeds.size()];
       o.seed = seeds[j % seeds.size()];
       results[j] = RunReplay(nodes, pods, o);
       if (results[j].ok() && !keep_outcomes) {
@@ -370,9 +380,9 @@ Result<std::vector<ReplaySummary>> RunReplayMatrix(const std::vector<NodeSpec>& 
   for (auto& t : pool) t.join();
 
   std::vector<ReplaySummary> out;
-  for (size_t p = 0; p < policies.size(); ++p) {
+  for (size_t p = 0; p < variants.size(); ++p) {
     ReplaySummary s;
-    s.policy = policies[p];
+    s.policy = variants[p].policy;
     for (size_t k = 0; k < seeds.size(); ++k) {
       auto& r = results[p * seeds.size() + k];
       if (!r.ok()) return r.status();

@@ -113,6 +113,15 @@ Result<std::vector<ReplaySummary>> RunReplayMatrix(const std::vector<NodeSpec>& 
                                                    const std::vector<uint64_t>& seeds,
                                                    unsigned threads = 0,
                                                    bool keep_outcomes = false);
+// The same for variants of the options (a policy and its configuration, which may repeat a
+// policy); each variant runs with every seed in turn. Summaries are named by the variant's
+// policy. A failing run's error is returned.
+Result<std::vector<ReplaySummary>> RunReplayVariants(const std::vector<NodeSpec>& nodes,
+                                                     const std::vector<Workload>& pods,
+                                                     const std::vector<ReplayOptions>& variants,
+                                                     const std::vector<uint64_t>& seeds,
+                                                     unsigned threads = 0,
+                                                     bool keep_outcomes = false);
 
 // A readable table, one row per policy (means over seeds).
 // Divides every creation time by `factor` (>= 1; rounded down) and keeps each pod's lifetime,
