@@ -54,6 +54,11 @@ struct TesseraConfig {
   // The LP's classes: the learned GPU shapes cut, by GPU count, allowed models and CPU per GPU,
   // into about this many classes of equal GPU demand (its resolution of the mix).
   int balance_classes = 32;
+  // The balance LP is solved again at every re-learning and, between them, at the first GPU
+  // decision after the cluster's free GPU or free CPU moved by this fraction of what it was at
+  // the last solve (so the solves follow the free capacity geometrically, a few dozen per fill).
+  // 0 solves only at re-learnings.
+  double balance_resolve_fraction = 0.125;
   // A past workload (Scorer::ObservePast) is forgotten once the arrivals disagree with it; this
   // is the chance, per comparison, of forgetting a past that does describe the arrivals.
   double past_false_alarm = 0.001;

@@ -22,12 +22,12 @@
 // cost of the workload's GPU and CPU at the shadow prices of its node's group above the cheapest
 // group that can host it, from an LP that places the mix learned so far on the free capacity of
 // each group (nodes of one GPU model and GPU count). The balance prices are recomputed at the
-// first PreScore after each re-learning; model prices and phi follow the ledger's free capacity
-// at every GPU decision (moving on once they change a one-GPU cost by reprice_tolerance score
-// steps). The model-scarcity loss is therefore added after the score cache, in Finish, and the
-// cache holds the rest of x. It scores x like FGD: floor(100 * sigmoid(-x / T)), so
-// candidates within about T/25 milli-GPU of each other tie and the engine's seeded node order
-// spreads them.
+// first PreScore after each re-learning and after the cluster's free GPU or CPU moved by
+// balance_resolve_fraction; model prices and phi follow the ledger's free capacity at every GPU
+// decision (moving on once they change a one-GPU cost by reprice_tolerance score steps). Both
+// losses are therefore added after the score cache, in Finish, and the cache holds the rest of x.
+// It scores x like FGD: floor(100 * sigmoid(-x / T)), so candidates within about T/25 milli-GPU of
+// each other tie and the engine's seeded node order spreads them.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -81,6 +81,8 @@ struct Learned {
   // The LP classes of the mix seen (demand: share of the GPU requested), at the last Learn.
   std::vector<CapacityClass> balance_classes;
   CapacityPrices balance;  // updated with the model prices
+  // The cluster's free milli-GPU (FreeGpu) and milli-CPU when the balance LP was last solved.
+  double balance_gpu = 0, balance_cpu = 0;
 
   // The lowest price among the models of `mask` present in the cluster (0 for mask 0 when
   // some model has price 0, as for any pod that may use every model). Remembers the last mask
@@ -235,6 +237,10 @@ std::vector<CapacityClass> LearnBalanceClasses(const TargetWorkload& all, int ma
   return out;
 }
 
+double FreeGpu(const ClusterState& state) {
+  return static_cast<double>(state.gpu_capacity_milli() - state.gpu_allocated_milli());
+}
+
 using BalanceGroups = std::map<std::pair<GpuModelId, int>, CapacityGroup>;
 
 // Adds a node with GPUs to its group (GPU model and count).
@@ -292,6 +298,16 @@ class TesseraScorer final : public FragDescentScorer {
  public:
   void PreScore(const ClusterState& state, const Demand& d, std::span<const NodeIdx> feasible,
                 Rng& rng) override {
+    if (!learned_->balance_stale && cfg_.balance_weight > 0 && d.num_gpu > 0 &&
+        cfg_.balance_resolve_fraction > 0) {
+      // The prices follow the free capacity: a new solve once the cluster's free GPU or CPU
+      // has moved by the fraction since the last one.
+      const double tol = cfg_.balance_resolve_fraction;
+      const double gpu = FreeGpu(state), cpu = static_cast<double>(state.free_cpu_milli());
+      learned_->balance_stale =
+          std::abs(gpu - learned_->balance_gpu) > tol * learned_->balance_gpu ||
+          std::abs(cpu - learned_->balance_cpu) > tol * learned_->balance_cpu;
+    }
     if (learned_->balance_stale && cfg_.balance_weight > 0) {
       double free_gpu = 0;
       BalanceGroups groups;
@@ -304,6 +320,9 @@ class TesseraScorer final : public FragDescentScorer {
       // The mix to come is priced up to the free GPU: what the free CPU cannot feed is what
       // the LP's CPU prices are about.
       LearnBalancePrices(groups, free_gpu, *learned_);
+      learned_->balance_gpu = FreeGpu(state);
+      learned_->balance_cpu = static_cast<double>(state.free_cpu_milli());
+      FinishChanged();
     }
     learned_->balance_stale = false;
     if (d.num_gpu > 0 && cfg_.scarcity_weight > 0) {
@@ -322,6 +341,8 @@ class TesseraScorer final : public FragDescentScorer {
            (learned_->model_price[f.model] - learned_->MinPrice(d.models)) *
            static_cast<double>(d.TotalMilliGpu());
     }
+    if (d.num_gpu > 0 && cfg_.balance_weight > 0 && !learned_->balance.empty())
+      x += cfg_.balance_weight * learned_->balance.Loss(f.model, f.gpu_count, d);
     return FgdIntegerScoreFast(x * 1000.0 / cfg_.score_temperature);
   }
 
@@ -413,6 +434,8 @@ Status TesseraConfig::Validate() const {
     return InvalidArgument("tessera: balance_weight must be in [0, 100]");
   if (!(balance_classes >= 1 && balance_classes <= 256))
     return InvalidArgument("tessera: balance_classes must be in [1, 256]");
+  if (!(balance_resolve_fraction >= 0 && balance_resolve_fraction <= 1))
+    return InvalidArgument("tessera: balance_resolve_fraction must be in [0, 1]");
   if (!(past_false_alarm > 0 && past_false_alarm < 1))
     return InvalidArgument("tessera: past_false_alarm must be in (0, 1)");
   if (mix_window != 0 &&
@@ -436,9 +459,7 @@ std::unique_ptr<Scorer> MakeTesseraScorer(const TesseraConfig& cfg) {
     if (gpu >= 0 && d.IsShare()) {
       x += cfg.packing_weight * 1000.0 * learned->prices.Loss(f.gpu[gpu], d.gpu_milli);
     }
-    if (d.num_gpu > 0 && cfg.balance_weight > 0 && !learned->balance.empty())
-      x += cfg.balance_weight * learned->balance.Loss(f.model, f.gpu_count, d);
-    return -x;  // higher wins; TesseraScorer::Finish adds the model-scarcity loss
+    return -x;  // higher wins; TesseraScorer::Finish adds the scarcity and balance losses
   };
   return std::make_unique<TesseraScorer>(cfg, learned, std::move(fn));
 }

@@ -410,6 +410,40 @@ TEST(TesseraPolicyTest, BalanceSendsWorkWhereTheMixFits) {
   }
 }
 
+// The balance prices follow the free capacity between re-learnings. Same nodes and mix as above.
+// A pod on a taking 15 of its 16 cores moves the free CPU by 13% (above the default 1/8): a
+// light pod then fits only on t, so the LP solved again loses nothing there, and t scores as
+// without the balance term. A scorer that solves only at re-learnings keeps the empty
+// cluster's prices and still keeps light work off t.
+TEST(TesseraPolicyTest, BalancePricesFollowTheFreeCapacityBetweenRelearnings) {
+  Builder b;
+  const NodeIdx t = b.Add(Node("t", 100000, 2, "T4"));
+  const NodeIdx a = b.Add(Node("a", 16000, 8, "A100-80GB"));
+  TesseraConfig on;
+  on.unseen_pinned_confidence = 0;
+  on.scarcity_weight = 0;
+  TesseraConfig fixed = on;
+  fixed.balance_resolve_fraction = 0;
+  TesseraConfig off = on;
+  off.balance_weight = 0;
+  auto make = [](const TesseraConfig& c) {
+    auto s = MakeTesseraScorer(c);
+    for (int i = 0; i < 3; ++i) s->Observe(Whole(40000, 1));
+    for (int i = 0; i < 7; ++i) s->Observe(Whole(2000, 1));
+    return s;
+  };
+  const Demand light = Whole(2000, 1);
+  auto following = make(on), solved_once = make(fixed), without = make(off);
+  const int before = ScoreOne(*without, b.state, t, light).score;
+  EXPECT_LT(ScoreOne(*following, b.state, t, light).score, before);
+  EXPECT_LT(ScoreOne(*solved_once, b.state, t, light).score, before);
+  ASSERT_TRUE(b.state.Allocate(1, Whole(15000, 1), {a, GpuMask{1}}).ok());
+  const int after = ScoreOne(*without, b.state, t, light).score;
+  EXPECT_EQ(ScoreOne(*following, b.state, t, light).score, after);
+  EXPECT_EQ(ScoreOne(*make(on), b.state, t, light).score, after);
+  EXPECT_LT(ScoreOne(*solved_once, b.state, t, light).score, after);
+}
+
 // Expects Validate to refuse each value of `bad` put in `field` of a default config.
 template <typename T>
 void ExpectRefused(T TesseraConfig::*field, std::initializer_list<T> bad) {
@@ -423,9 +457,11 @@ void ExpectRefused(T TesseraConfig::*field, std::initializer_list<T> bad) {
 TEST(TesseraPolicyTest, BalanceSettingsAreValidated) {
   ExpectRefused<double>(&TesseraConfig::balance_weight, {-1.0, 101.0, std::nan("")});
   ExpectRefused<int>(&TesseraConfig::balance_classes, {-1, 0, 257});
+  ExpectRefused<double>(&TesseraConfig::balance_resolve_fraction, {-0.1, 1.5, std::nan("")});
   TesseraConfig c;
   c.balance_weight = 0;
   c.balance_classes = 1;
+  c.balance_resolve_fraction = 0;
   EXPECT_TRUE(c.Validate().ok());
 }
 
