@@ -57,8 +57,9 @@ struct TesseraConfig {
   // The balance LP is solved again at every re-learning and, between them, at the first GPU
   // decision after the cluster's free GPU or free CPU moved by this fraction of what it was at
   // the last solve (so the solves follow the free capacity geometrically, a few dozen per fill).
-  // 0 solves only at re-learnings.
-  double balance_resolve_fraction = 0.125;
+  // 0 (the default) solves only at re-learnings: 1/8 helps CPU-bound mixes and widens the
+  // spread of others (docs/POLICIES.md, "Prices that follow the free capacity").
+  double balance_resolve_fraction = 0;
   // A past workload (Scorer::ObservePast) is forgotten once the arrivals disagree with it; this
   // is the chance, per comparison, of forgetting a past that does describe the arrivals.
   double past_false_alarm = 0.001;

@@ -411,7 +411,7 @@ TEST(TesseraPolicyTest, BalanceSendsWorkWhereTheMixFits) {
 }
 
 // The balance prices follow the free capacity between re-learnings. Same nodes and mix as above.
-// A pod on a taking 15 of its 16 cores moves the free CPU by 13% (above the default 1/8): a
+// A pod on a taking 15 of its 16 cores moves the free CPU by 13% (above a fraction of 1/8): a
 // light pod then fits only on t, so the LP solved again loses nothing there, and t scores as
 // without the balance term. A scorer that solves only at re-learnings keeps the empty
 // cluster's prices and still keeps light work off t.
@@ -422,6 +422,7 @@ TEST(TesseraPolicyTest, BalancePricesFollowTheFreeCapacityBetweenRelearnings) {
   TesseraConfig on;
   on.unseen_pinned_confidence = 0;
   on.scarcity_weight = 0;
+  on.balance_resolve_fraction = 0.125;
   TesseraConfig fixed = on;
   fixed.balance_resolve_fraction = 0;
   TesseraConfig off = on;
