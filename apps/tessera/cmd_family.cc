@@ -4,13 +4,14 @@
 //                      [--seeds 42-51] [--mixes all|none|NAME,...] [--traces DIR]
 //                      [--trace-names all|NAME,...] [--nodes 400] [--gen-seed 1]
 //                      [--past-gen-seed N] [--tune 1.3]
-//                      [--threads 0] [--json FILE] [--table FILE] [--list]
+//                      [--threads 0] [--json FILE] [--table FILE] [--list] [--bound]
 //                      [--mode fill|replay] [--time-scale K] [--trace-time-scale K]
 //     Runs the fill protocol for every policy and seed on each generated mix of the family
 //     (default: all of them) and, with --traces, on the trace files DIR/openb_pod_list_<name>.csv
 //     with DIR/openb_node_list_gpu_node.csv. Prints one Markdown table and the summary of the
 //     candidate against the reference; --table writes the same text, --json the results.
 //     Progress goes to stderr, one line per mix. --list prints the mixes and their flags.
+//     --bound adds each seed's fluid lower bound on the unallocated GPU % (sim/fill_bound.h).
 //     --mode replay runs the dynamic replay instead (departures, retries; sim/replay.h) with
 //     arrival times divided by --time-scale (generated mixes) and --trace-time-scale (trace
 //     files), and compares time-weighted GPU allocation, p95 wait and pods never placed.
@@ -39,7 +40,7 @@ struct FamilyArgs {
   std::string past_gen_seed;
   std::string tune = "1.3", threads = "0", json, table;
   std::string mode = "fill", time_scale = "1", trace_time_scale = "1";
-  bool list = false;
+  bool list = false, bound = false;
 };
 
 std::vector<std::string> MixNames() {
@@ -120,6 +121,9 @@ int RunFamily(const FamilyArgs& a) {
   o.mode = a.mode == "replay" ? FamilyMode::kReplay : FamilyMode::kFill;
   if (o.past_gen_seed && o.mode == FamilyMode::kReplay)
     return Fail(InvalidArgument("--past-gen-seed applies to --mode fill only"));
+  if (a.bound && o.mode == FamilyMode::kReplay)
+    return Fail(InvalidArgument("--bound applies to --mode fill only"));
+  o.bound = a.bound;
   auto scale = ParseNumberFlag("--time-scale", a.time_scale, 1, kMaxTimeScale);
   if (!scale.ok()) return Fail(scale.status());
   o.time_scale = *scale;
@@ -230,6 +234,9 @@ void AddSimFamilyCommand(CLI::App& sim, int& rc) {
       ->default_val(a.trace_time_scale);
   c->add_option("--json", a.json, "Write the results as JSON");
   c->add_option("--table", a.table, "Write the printed table to FILE as well");
+  c->add_flag("--bound", a.bound,
+              "Fill mode: also report each mix's fluid lower bound on the unallocated GPU % "
+              "and the share of the reference's gap to it that the candidate closes");
   c->add_flag("--list", a.list, "Print the generated mixes and their flags, and exit");
   c->callback([&rc] { rc = RunFamily(a); });
 }

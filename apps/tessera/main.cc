@@ -2,12 +2,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "apps/tessera/cli_util.h"
 #include "apps/tessera/commands.h"
 #include "policies/builtin.h"
 #include "sim/fill.h"
+#include "sim/fill_bound.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -18,6 +20,7 @@ using namespace tessera;
 struct FillArgs {
   std::string nodes, pods, past, policies = "tessera", seeds = "42-51", json, curve, plot;
   std::string tune = "1.3", threads = "0";
+  bool bound = false;
 };
 
 int RunSimFill(const FillArgs& a) {
@@ -43,9 +46,16 @@ int RunSimFill(const FillArgs& a) {
   }
   auto results = RunFillMatrix(*nodes, *pods, *policies, *seeds, *tune, *threads, shared);
   if (!results.ok()) return Fail(results.status());
-  std::fputs(FillTable(*results).c_str(), stdout);
+  std::optional<std::vector<FillBoundRun>> bounds;
+  if (a.bound) {
+    auto b = ComputeFillBounds(*nodes, *pods, *tune, *seeds, *threads);
+    if (!b.ok()) return Fail(b.status());
+    bounds = std::move(b).value();
+  }
+  const std::vector<FillBoundRun>* bound_runs = bounds ? &*bounds : nullptr;
+  std::fputs(FillTable(*results, bound_runs).c_str(), stdout);
   if (!a.json.empty()) {
-    Status st = WriteFileAtomic(a.json, FillJson(*results, a.nodes, a.pods));
+    Status st = WriteFileAtomic(a.json, FillJson(*results, a.nodes, a.pods, bound_runs));
     if (!st.ok()) return Fail(st);
   }
   if (!a.curve.empty()) {
@@ -89,6 +99,9 @@ int main(int argc, char** argv) {
   f->add_option("--threads", fill.threads, "Worker threads, 0..256 (0 = all cores)")
       ->type_name("INT")
       ->default_val("0");
+  f->add_flag("--bound", fill.bound,
+              "Also report, per seed, a lower bound on the unallocated GPU % any policy can "
+              "reach (a fluid LP over the arrived pods; docs/BENCHMARK.md)");
   f->add_option("--json", fill.json, "Write results as JSON");
   f->add_option("--curve", fill.curve, "Write per-arrival curves as CSV");
   f->add_option("--plot", fill.plot, "Write unallocated GPU vs arrival as SVG");

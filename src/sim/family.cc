@@ -35,6 +35,19 @@ double Frac(int64_t part, int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
+struct BoundStats {
+  Stats at_100, at_130;
+};
+
+BoundStats BoundStatsOf(const std::vector<FillBoundRun>& runs) {
+  std::vector<double> a, b;
+  for (const FillBoundRun& r : runs) {
+    a.push_back(r.unalloc_pct_at_100);
+    b.push_back(r.unalloc_pct_at_130);
+  }
+  return {Stats::Of(a), Stats::Of(b)};
+}
+
 Result<FamilyMixResult> Run(FamilyMixResult r, const std::vector<NodeSpec>& nodes,
                             const std::vector<Workload>& pods, const FamilyOptions& o,
                             std::chrono::steady_clock::time_point t0,
@@ -58,6 +71,12 @@ Result<FamilyMixResult> Run(FamilyMixResult r, const std::vector<NodeSpec>& node
     if (!results.ok())
       return Status(results.status().code(), r.name + ": " + results.status().message());
     r.results = std::move(results).value();
+    if (o.bound) {
+      auto bounds = ComputeFillBounds(nodes, pods, o.tune_ratio, o.seeds, o.threads);
+      if (!bounds.ok())
+        return Status(bounds.status().code(), r.name + ": " + bounds.status().message());
+      r.bounds = std::move(bounds).value();
+    }
   }
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
@@ -169,7 +188,23 @@ FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
     s.mean_rel_diff_pct_at_130 += rel(c->unalloc_at_130.mean, f->unalloc_at_130.mean);
     s.mean_diff_at_100 += c->unalloc_at_100.mean - f->unalloc_at_100.mean;
     s.mean_diff_at_130 += c->unalloc_at_130.mean - f->unalloc_at_130.mean;
+    if (!r.bounds.empty()) {
+      const BoundStats b = BoundStatsOf(r.bounds);
+      auto closed = [](const Stats& cand, const Stats& ref, const Stats& bound, int& mixes,
+                       double& sum) {
+        const double gap = ref.mean - bound.mean;
+        if (gap < kFamilyGapFloorPoints) return;
+        ++mixes;
+        sum += (ref.mean - cand.mean) / gap * 100.0;
+      };
+      closed(c->unalloc_at_100, f->unalloc_at_100, b.at_100, s.gap_mixes_at_100,
+             s.gap_closed_pct_at_100);
+      closed(c->unalloc_at_130, f->unalloc_at_130, b.at_130, s.gap_mixes_at_130,
+             s.gap_closed_pct_at_130);
+    }
   }
+  if (s.gap_mixes_at_100 > 0) s.gap_closed_pct_at_100 /= s.gap_mixes_at_100;
+  if (s.gap_mixes_at_130 > 0) s.gap_closed_pct_at_130 /= s.gap_mixes_at_130;
   s.pooled_sd_ratio_at_100 = PoolSdRatios(log_ratio_100);
   s.pooled_sd_ratio_at_130 = PoolSdRatios(log_ratio_130);
   if (s.mixes > 0) {
@@ -291,6 +326,11 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
     head += " " + s.policy + " @" + Printf("%.0f", s.tune_ratio * 100) + " |";
     rule += "---:|";
   }
+  const bool bounds = !results.front().bounds.empty();
+  if (bounds) {
+    head += " bound @100 | bound @end |";
+    rule += "---:|---:|";
+  }
   const bool diff = Find(results.front(), candidate) && Find(results.front(), reference);
   if (diff) {
     head += " " + candidate + "-" + reference + " @100 | @end |";
@@ -305,6 +345,15 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
       row += Printf(" %.2f ± %.2f |", s.unalloc_at_100.mean, s.unalloc_at_100.stddev);
     for (const FillSummary& s : r.results)
       row += Printf(" %.2f ± %.2f |", s.unalloc_at_130.mean, s.unalloc_at_130.stddev);
+    if (bounds) {
+      if (r.bounds.empty()) {
+        row += " | |";
+      } else {
+        const BoundStats b = BoundStatsOf(r.bounds);
+        row += Printf(" %.2f ± %.2f |", b.at_100.mean, b.at_100.stddev);
+        row += Printf(" %.2f ± %.2f |", b.at_130.mean, b.at_130.stddev);
+      }
+    }
     if (diff) {
       const FillSummary* c = Find(r, candidate);
       const FillSummary* f = Find(r, reference);
@@ -351,6 +400,13 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
           candidate.c_str(), p100.geomean, reference.c_str(), p100.ci_low, p100.ci_high, p100.mixes,
           p130.geomean, p130.ci_low, p130.ci_high, p130.mixes);
     }
+    if (bounds) {
+      out += Printf(
+          "Against the fluid bound (mixes where %s is at least %.1f above it): %s closes "
+          "%.1f%% of %s's gap at 100%% (%d mixes) and %.1f%% at the end (%d mixes).\n",
+          reference.c_str(), kFamilyGapFloorPoints, candidate.c_str(), s.gap_closed_pct_at_100,
+          reference.c_str(), s.gap_mixes_at_100, s.gap_closed_pct_at_130, s.gap_mixes_at_130);
+    }
   }
   return out;
 }
@@ -362,6 +418,7 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
   j["options"] = {{"policies", o.policies},     {"seeds", o.seeds},
                   {"tune_ratio", o.tune_ratio}, {"generated_nodes", o.generated_nodes},
                   {"gen_seed", o.gen_seed},     {"threads", o.threads}};
+  j["options"]["bound"] = o.bound;
   j["options"]["past_gen_seed"] = o.past_gen_seed ? json(*o.past_gen_seed) : json(nullptr);
   json mixes = json::array();
   for (const FamilyMixResult& r : results) {
@@ -420,6 +477,10 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                             {"seconds_per_experiment", PerExperiment(s)}};
     }
     m["policies"] = policies;
+    if (!r.bounds.empty()) {
+      const BoundStats b = BoundStatsOf(r.bounds);
+      m["bound"] = {{"unalloc_pct_at_100", stat(b.at_100)}, {"unalloc_pct_at_130", stat(b.at_130)}};
+    }
     mixes.push_back(m);
   }
   j["mixes"] = mixes;
@@ -469,6 +530,12 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                   {"above_at_130_beyond_slack", s.above_at_130},
                   {"sd_above_limit", s.sd_above},
                   {"all_bounds_met", s.all_bounds_met()}};
+  if (o.bound) {
+    j["summary"]["gap_closed_pct_at_100"] = s.gap_closed_pct_at_100;
+    j["summary"]["gap_closed_pct_at_130"] = s.gap_closed_pct_at_130;
+    j["summary"]["gap_mixes_at_100"] = s.gap_mixes_at_100;
+    j["summary"]["gap_mixes_at_130"] = s.gap_mixes_at_130;
+  }
   return j.dump(2) + "\n";
 }
 

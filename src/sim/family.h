@@ -18,6 +18,7 @@
 
 #include "core/status.h"
 #include "sim/fill.h"
+#include "sim/fill_bound.h"
 #include "sim/generator.h"
 #include "sim/mix_knobs.h"
 #include "sim/replay.h"
@@ -54,6 +55,9 @@ struct FamilyOptions {
   // is the past workload every run observes first (FillOptions::past). Trace files have
   // no second sample and run without one.
   std::optional<uint64_t> past_gen_seed;
+  // Fill mode: also compute each seed's fluid lower bound on the unallocated GPU % (sim/
+  // fill_bound.h), reported beside the policies.
+  bool bound = false;
 };
 
 struct FamilyMixResult {
@@ -68,6 +72,7 @@ struct FamilyMixResult {
   int64_t past_pods = 0;              // pods of the past workload (FamilyOptions::past_gen_seed)
   std::vector<FillSummary> results;   // kFill
   std::vector<ReplaySummary> replay;  // kReplay
+  std::vector<FillBoundRun> bounds;   // kFill with FamilyOptions::bound: one per seed
   double wall_seconds = 0;            // wall time of the mix (generation and all experiments)
 };
 
@@ -85,6 +90,8 @@ Result<FamilyMixResult> RunTraceMix(const std::string& name, const std::string& 
 // the reference's (at 100% arrival and at the end).
 inline constexpr double kFamilyEndSlackPoints = 0.1;
 inline constexpr double kFamilySdRatioLimit = 1.5;
+// A reference within this many points of the fluid bound leaves no gap worth a share.
+inline constexpr double kFamilyGapFloorPoints = 0.1;
 
 // Geometric mean over mixes of candidate sd / reference sd, and its 95% interval from 10,000
 // bootstrap resamples of the mixes (fixed seed: the same results give the same interval). Mixes
@@ -122,6 +129,12 @@ struct FamilySummary {
   // 1.5x on about 12% of mixes); the pooled ratio is the steadier answer to "is the candidate
   // less predictable than the reference". Informational: not one of the bounds.
   PooledSdRatio pooled_sd_ratio_at_100, pooled_sd_ratio_at_130;
+  // With bounds (FamilyOptions::bound): over the mixes where the reference's mean is at least
+  // kFamilyGapFloorPoints above the bound's, the mean share (%) of that gap the candidate
+  // closes, (reference - candidate) / (reference - bound), at 100% arrival and at the end; and
+  // how many mixes count (0: the share is 0). Informational.
+  int gap_mixes_at_100 = 0, gap_mixes_at_130 = 0;
+  double gap_closed_pct_at_100 = 0, gap_closed_pct_at_130 = 0;
   // All three bounds hold on every mix.
   bool all_bounds_met() const {
     return mixes > 0 && le_at_100 == mixes && within_slack_at_130 == mixes &&

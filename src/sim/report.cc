@@ -23,9 +23,18 @@ std::vector<double> Bucket(const FillSummary& s, int b) {
   return v;
 }
 
+nlohmann::json StatsJson(const Stats& st) {
+  return nlohmann::json{{"mean", st.mean},
+                        {"median", st.median},
+                        {"std", st.stddev},
+                        {"min", st.min},
+                        {"max", st.max}};
+}
+
 }  // namespace
 
-std::string FillTable(const std::vector<FillSummary>& results) {
+std::string FillTable(const std::vector<FillSummary>& results,
+                      const std::vector<FillBoundRun>* bounds) {
   std::string out;
   char line[256];
   const double tune = results.empty() ? 1.3 : results.front().tune_ratio;
@@ -41,11 +50,22 @@ std::string FillTable(const std::vector<FillSummary>& results) {
                   s.wall_seconds);
     out += line;
   }
+  if (bounds != nullptr && !bounds->empty()) {
+    std::vector<double> at_100, at_end;
+    for (const FillBoundRun& b : *bounds) {
+      at_100.push_back(b.unalloc_pct_at_100);
+      at_end.push_back(b.unalloc_pct_at_130);
+    }
+    const Stats s100 = Stats::Of(at_100), send = Stats::Of(at_end);
+    std::snprintf(line, sizeof line, "%-11s %6zu %11.2f (%4.2f) %11.2f (%4.2f) %14s %9s\n", "bound",
+                  bounds->size(), s100.mean, s100.stddev, send.mean, send.stddev, "-", "-");
+    out += line;
+  }
   return out;
 }
 
 std::string FillJson(const std::vector<FillSummary>& results, const std::string& nodes_source,
-                     const std::string& pods_source) {
+                     const std::string& pods_source, const std::vector<FillBoundRun>* bounds) {
   nlohmann::json j;
   j["nodes"] = nodes_source;
   j["pods"] = pods_source;
@@ -54,13 +74,7 @@ std::string FillJson(const std::vector<FillSummary>& results, const std::string&
   nlohmann::json pol = nlohmann::json::object();
   for (const auto& s : results) {
     nlohmann::json p;
-    auto stats = [](const Stats& st) {
-      return nlohmann::json{{"mean", st.mean},
-                            {"median", st.median},
-                            {"std", st.stddev},
-                            {"min", st.min},
-                            {"max", st.max}};
-    };
+    auto stats = StatsJson;
     p["unalloc_pct_at_100"] = s.unalloc_at_100.mean;
     p["unalloc_pct_at_130"] = s.unalloc_at_130.mean;
     p["frag_ratio_at_90"] = s.frag_ratio_at_90.mean;
@@ -86,6 +100,23 @@ std::string FillJson(const std::vector<FillSummary>& results, const std::string&
     pol[s.policy] = p;
   }
   j["policies"] = pol;
+  if (bounds != nullptr) {
+    std::vector<double> at_100, at_end;
+    nlohmann::json runs = nlohmann::json::array();
+    for (const FillBoundRun& b : *bounds) {
+      at_100.push_back(b.unalloc_pct_at_100);
+      at_end.push_back(b.unalloc_pct_at_130);
+      runs.push_back({{"seed", b.seed},
+                      {"unalloc_pct_at_100", b.unalloc_pct_at_100},
+                      {"unalloc_pct_at_130", b.unalloc_pct_at_130}});
+    }
+    const Stats s100 = Stats::Of(at_100), send = Stats::Of(at_end);
+    j["bound"] = {{"unalloc_pct_at_100", s100.mean},
+                  {"unalloc_pct_at_130", send.mean},
+                  {"unalloc_pct_at_100_stats", StatsJson(s100)},
+                  {"unalloc_pct_at_130_stats", StatsJson(send)},
+                  {"runs", runs}};
+  }
   return j.dump(2) + "\n";
 }
 

@@ -1,0 +1,201 @@
+#include "sim/fill_bound.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "policies/capacity_prices.h"
+#include "sim/fill.h"
+
+namespace tessera {
+namespace {
+
+constexpr size_t kMaxPairs = 4096;
+
+struct Group {
+  GpuModelId model = kNoGpuModel;
+  int gpu_count = 0;
+  double gpu = 0, cpu = 0, mem = 0;  // GPUs, cores, GiB
+};
+
+struct Class {
+  int num_gpu = 1;
+  ModelMask models = 0;
+  double gpu = 0;           // GPUs asked in all
+  double cpu = 0, mem = 0;  // least cores and GiB per GPU of its pods
+};
+
+struct Pod {
+  double gpu, cpu_per_gpu, mem_per_gpu;
+};
+
+std::vector<Group> GroupsOf(const std::vector<NodeSpec>& nodes) {
+  std::map<std::pair<GpuModelId, int>, Group> by;
+  for (const NodeSpec& n : nodes) {
+    if (n.gpu_count <= 0) continue;
+    Group& g = by[{n.model, n.gpu_count}];
+    g.model = n.model;
+    g.gpu_count = n.gpu_count;
+    g.gpu += n.gpu_count;
+    g.cpu += static_cast<double>(n.cpu.v) / 1000.0;
+    g.mem += static_cast<double>(n.memory.v) / 1024.0;
+  }
+  std::vector<Group> out;
+  for (auto& [key, g] : by) out.push_back(g);
+  return out;
+}
+
+std::vector<Class> ClassesOf(std::span<const Demand> arrived, int max_classes) {
+  std::map<std::pair<int, ModelMask>, std::vector<Pod>> kinds;
+  double total = 0;
+  for (const Demand& d : arrived) {
+    if (d.num_gpu <= 0 || d.gpu_milli <= 0) continue;
+    const double gpu = static_cast<double>(d.TotalMilliGpu()) / 1000.0;
+    kinds[{d.num_gpu, d.models}].push_back({gpu, static_cast<double>(d.cpu.v) / 1000.0 / gpu,
+                                            static_cast<double>(d.memory.v) / 1024.0 / gpu});
+    total += gpu;
+  }
+  std::vector<Class> out;
+  for (auto& [kind, pods] : kinds) {
+    std::sort(pods.begin(), pods.end(),
+              [](const Pod& a, const Pod& b) { return a.cpu_per_gpu < b.cpu_per_gpu; });
+    double share = 0;
+    for (const Pod& p : pods) share += p.gpu;
+    const int cuts = std::max(1, static_cast<int>(std::lround(share / total * max_classes)));
+    Class c{kind.first, kind.second, 0, std::numeric_limits<double>::infinity(),
+            std::numeric_limits<double>::infinity()};
+    double done = 0;
+    int made = 0;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      c.gpu += pods[i].gpu;
+      c.cpu = std::min(c.cpu, pods[i].cpu_per_gpu);
+      c.mem = std::min(c.mem, pods[i].mem_per_gpu);
+      done += pods[i].gpu;
+      if (i + 1 == pods.size() || done >= share * (made + 1) / cuts) {
+        out.push_back(c);
+        ++made;
+        c = Class{kind.first, kind.second, 0, std::numeric_limits<double>::infinity(),
+                  std::numeric_limits<double>::infinity()};
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<double> FluidPlaceableMilliGpu(const std::vector<NodeSpec>& nodes,
+                                      std::span<const Demand> arrived, int max_classes) {
+  if (max_classes < 1 || max_classes > 1024)
+    return InvalidArgument("fill bound: max_classes must be in [1, 1024]");
+  const std::vector<Group> groups = GroupsOf(nodes);
+  const std::vector<Class> classes = ClassesOf(arrived, max_classes);
+  std::vector<std::pair<size_t, size_t>> vars;  // (class, group) pairs a pod may use
+  for (size_t k = 0; k < classes.size(); ++k)
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (groups[g].gpu_count < classes[k].num_gpu) continue;
+      const ModelMask mask = classes[k].models;
+      if (mask != 0 && (groups[g].model >= 64 || !((mask >> groups[g].model) & 1))) continue;
+      vars.push_back({k, g});
+    }
+  if (vars.empty()) return 0.0;
+  if (vars.size() > kMaxPairs)
+    return InvalidArgument("fill bound: " + std::to_string(vars.size()) +
+                           " (class, group) pairs, more than " + std::to_string(kMaxPairs));
+  // Rows: each class's demand, then each group's GPU, CPU and memory.
+  const size_t nk = classes.size(), ng = groups.size(), n = vars.size();
+  const size_t rows = nk + 3 * ng;
+  std::vector<double> a(rows * n, 0.0), b(rows, 0.0), c(n, 1.0);
+  for (size_t k = 0; k < nk; ++k) b[k] = classes[k].gpu;
+  for (size_t g = 0; g < ng; ++g) {
+    b[nk + g] = groups[g].gpu;
+    b[nk + ng + g] = groups[g].cpu;
+    b[nk + 2 * ng + g] = groups[g].mem;
+  }
+  for (size_t v = 0; v < n; ++v) {
+    const auto [k, g] = vars[v];
+    a[k * n + v] = 1;
+    a[(nk + g) * n + v] = 1;
+    a[(nk + ng + g) * n + v] = classes[k].cpu;
+    a[(nk + 2 * ng + g) * n + v] = classes[k].mem;
+  }
+  std::vector<double> y = SolveLpDuals(a, b, c);
+  // Every entry of A is >= 0 and c = 1, so y / min_j (A^T y)_j is dual-feasible.
+  double least = std::numeric_limits<double>::infinity();
+  for (size_t v = 0; v < n; ++v) {
+    double lhs = 0;
+    for (size_t r = 0; r < rows; ++r) lhs += a[r * n + v] * y[r];
+    least = std::min(least, lhs);
+  }
+  if (!(least > 0)) return Internal("fill bound: the LP's duals cannot be made feasible");
+  double bound = 0;
+  for (size_t r = 0; r < rows; ++r) bound += b[r] * y[r];
+  if (least < 1) bound /= least;
+  // Nothing places more than arrived, nor more than the cluster holds.
+  double asked = 0, held = 0;
+  for (const Class& k : classes) asked += k.gpu;
+  for (const Group& g : groups) held += g.gpu;
+  return std::min({bound, asked, held}) * 1000.0;
+}
+
+Result<FillBoundRun> ComputeFillBound(const std::vector<NodeSpec>& nodes,
+                                      const std::vector<Workload>& pods, double tune_ratio,
+                                      uint64_t seed) {
+  if (Status st = ValidateTuneRatio(tune_ratio); !st.ok()) return st;
+  int64_t cap = 0;
+  for (const NodeSpec& n : nodes) cap += static_cast<int64_t>(n.gpu_count) * 1000;
+  if (cap <= 0) return InvalidArgument("fill bound: the cluster has no GPU");
+  const std::vector<Workload> seq = PrepareFillSequence(pods, cap, tune_ratio, seed);
+  std::vector<Demand> demands;
+  demands.reserve(seq.size());
+  size_t at_100 = seq.size();
+  int64_t arrived = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    demands.push_back(seq[i].demand);
+    arrived += seq[i].demand.TotalMilliGpu();
+    if (at_100 == seq.size() && arrived >= cap) at_100 = i + 1;
+  }
+  const double capacity = static_cast<double>(cap);
+  FillBoundRun run;
+  run.seed = seed;
+  Result<double> first = FluidPlaceableMilliGpu(nodes, std::span(demands).first(at_100));
+  if (!first.ok()) return first.status();
+  run.unalloc_pct_at_100 = 100.0 - *first / capacity * 100.0;
+  Result<double> end = FluidPlaceableMilliGpu(nodes, demands);
+  if (!end.ok()) return end.status();
+  run.unalloc_pct_at_130 = 100.0 - *end / capacity * 100.0;
+  return run;
+}
+
+Result<std::vector<FillBoundRun>> ComputeFillBounds(const std::vector<NodeSpec>& nodes,
+                                                    const std::vector<Workload>& pods,
+                                                    double tune_ratio,
+                                                    const std::vector<uint64_t>& seeds,
+                                                    unsigned threads) {
+  std::vector<std::optional<Result<FillBoundRun>>> out(seeds.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < seeds.size(); i = next++)
+      out[i] = ComputeFillBound(nodes, pods, tune_ratio, seeds[i]);
+  };
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, seeds.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  std::vector<FillBoundRun> runs;
+  for (auto& r : out) {
+    if (!r->ok()) return r->status();
+    runs.push_back(**r);
+  }
+  return runs;
+}
+
+}  // namespace tessera

@@ -1,0 +1,60 @@
+// A lower bound on the unallocated GPU that any placement policy leaves in the fill protocol
+// (sim/fill.h), per seed: how close a policy came to what the arrivals allowed, and how much of a
+// policy's spread across seeds is the arrivals' own.
+//
+// After the first arrivals of a fill sequence, any policy has placed some of them. The GPU it
+// placed is at most the optimum of a fluid LP over the cluster:
+//   * groups: the nodes of one GPU model and GPU count, with their GPU, CPU and memory summed;
+//   * classes: the arrived GPU pods by GPU count and allowed models, each kind cut, in order of
+//     CPU per GPU, into runs of about equal GPU (about `max_classes` in all). A class asks for
+//     its pods' GPU in all and uses, per milli-GPU, the least CPU and the least memory per
+//     milli-GPU of any of its pods;
+//   * max sum x_kg subject to sum_g x_kg <= D_k and, per group, sum_k x_kg <= GPU_g,
+//     sum_k c_k x_kg <= CPU_g, sum_k m_k x_kg <= MEM_g, with x_kg = 0 where a pod of class k
+//     cannot use group g (GPU model, or fewer GPUs per node than it asks).
+// The LP relaxes every real placement: pods split across nodes and GPUs, shares pack perfectly,
+// CPU-only pods and pods left out take nothing. By weak duality any dual-feasible vector bounds
+// its optimum; the bound is b.y for the simplex's duals, scaled up until they are feasible, so
+// it stays valid even if the solver stops before the optimum. It is loose where the loss is
+// integral (share leftovers, whole nodes for multi-GPU pods) and tight where model pins, CPU or
+// memory bind.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cluster/types.h"
+#include "core/status.h"
+
+namespace tessera {
+
+// At most this many GPU milli placeable by `arrived` on `nodes` (an upper bound on the GPU any
+// policy placed; see above). InvalidArgument for more than 4,096 (class, group) pairs or
+// max_classes outside [1, 1024]; Internal if the duals cannot be made feasible.
+Result<double> FluidPlaceableMilliGpu(const std::vector<NodeSpec>& nodes,
+                                      std::span<const Demand> arrived, int max_classes = 64);
+
+struct FillBoundRun {
+  uint64_t seed = 0;
+  // Lower bounds on the unallocated GPU %: at the first arrival at or past 100% of GPU capacity
+  // (the fill's unalloc_pct_at_100), and after the whole sequence (unalloc_pct_at_130).
+  double unalloc_pct_at_100 = 0;
+  double unalloc_pct_at_130 = 0;
+};
+
+// The bounds of the fill experiment (pods, tune_ratio, seed): the same sequence RunFill
+// schedules (PrepareFillSequence).
+Result<FillBoundRun> ComputeFillBound(const std::vector<NodeSpec>& nodes,
+                                      const std::vector<Workload>& pods, double tune_ratio,
+                                      uint64_t seed);
+
+// ComputeFillBound for each seed, on `threads` worker threads (0: hardware concurrency); the
+// runs in seed order. The first error, if any.
+Result<std::vector<FillBoundRun>> ComputeFillBounds(const std::vector<NodeSpec>& nodes,
+                                                    const std::vector<Workload>& pods,
+                                                    double tune_ratio,
+                                                    const std::vector<uint64_t>& seeds,
+                                                    unsigned threads = 0);
+
+}  // namespace tessera

@@ -1,0 +1,230 @@
+#include "sim/fill_bound.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cluster/gpu_catalog.h"
+#include "core/random.h"
+#include "sim/family.h"
+#include "sim/fill.h"
+#include "sim/report.h"
+
+namespace tessera {
+namespace {
+
+GpuModelId Model(const char* name) {
+  return GpuCatalog::Builtin().Find(name).value();
+}
+
+ModelMask Only(const char* name) {
+  return ModelMask{1} << Model(name);
+}
+
+NodeSpec Node(int64_t cpu, int gpus, const char* model, int64_t memory_mib = 1 << 20) {
+  static int made = 0;
+  NodeSpec s;
+  s.name = "node-" + std::to_string(made++);
+  s.cpu = MilliCpu(cpu);
+  s.memory = MiB(memory_mib);
+  s.gpu_count = gpus;
+  s.model = Model(model);
+  return s;
+}
+
+Demand Ask(int num_gpu, int milli, int64_t cpu, ModelMask models = 0, int64_t memory_mib = 1024) {
+  return Demand{MilliCpu(cpu), MiB(memory_mib), num_gpu, milli, models};
+}
+
+std::vector<Demand> Times(int n, const Demand& d) {
+  return std::vector<Demand>(n, d);
+}
+
+std::vector<Demand> Join(std::vector<Demand> a, const std::vector<Demand>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+struct Case {
+  const char* name;
+  std::vector<NodeSpec> nodes;
+  std::vector<Demand> arrived;
+  double placeable_milli;
+};
+
+TEST(FillBound, FluidOptimumOfSmallClusters) {
+  const std::vector<Case> cases = {
+      {"nothing arrived", {Node(64000, 4, "T4")}, {}, 0},
+      {"CPU-only pods take nothing", {Node(64000, 4, "T4")}, Times(3, Ask(0, 0, 1000)), 0},
+      {"no more than arrived", {Node(64000, 4, "T4")}, Times(3, Ask(1, 1000, 1000)), 3000},
+      {"no more than the cluster holds",
+       {Node(64000, 4, "T4")},
+       Times(9, Ask(1, 1000, 1000)),
+       4000},
+      {"shares pack perfectly", {Node(64000, 1, "T4")}, Times(4, Ask(1, 300, 1000)), 1000},
+      // 8 cores feed two 4-core pods.
+      {"CPU binds", {Node(8000, 4, "T4")}, Times(4, Ask(1, 1000, 4000)), 2000},
+      {"memory binds", {Node(64000, 4, "T4", 10240)}, Times(4, Ask(1, 1000, 1000, 0, 4096)), 2500},
+      // The A100's 8 GPUs are out of the T4-pinned pods' reach.
+      {"model pins bind",
+       {Node(64000, 2, "T4"), Node(64000, 8, "A100-80GB")},
+       Join(Times(5, Ask(1, 1000, 1000, Only("T4"))), Times(3, Ask(1, 1000, 1000))),
+       5000},
+      {"multi-GPU pods need enough GPUs per node",
+       {Node(64000, 4, "T4"), Node(64000, 4, "T4")},
+       Times(2, Ask(8, 1000, 1000)),
+       0},
+      // CPU-heavy pods belong on the CPU-rich node, the light ones on the other.
+      {"CPU-heavy work goes where the CPU is",
+       {Node(40000, 2, "T4"), Node(4000, 2, "A100-80GB")},
+       Join(Times(2, Ask(1, 1000, 20000)), Times(2, Ask(1, 1000, 2000))),
+       4000},
+  };
+  for (const Case& c : cases) {
+    auto got = FluidPlaceableMilliGpu(c.nodes, c.arrived);
+    ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().message();
+    EXPECT_NEAR(*got, c.placeable_milli, 1e-6) << c.name;
+  }
+}
+
+TEST(FillBound, CoarserClassesOnlyLoosenTheBound) {
+  // 5 light pods and 395 of 16-40 cores: with one class every pod counts as light.
+  Rng rng(7);
+  std::vector<Demand> arrived = Times(5, Ask(1, 1000, 4000));
+  for (int i = 0; i < 395; ++i)
+    arrived.push_back(Ask(1, 1000, 1000 * (16 + static_cast<int64_t>(rng.Uniform(25)))));
+  const std::vector<NodeSpec> nodes = {Node(96000, 8, "A100-80GB"), Node(96000, 8, "A100-80GB"),
+                                       Node(208000, 4, "T4")};
+  const double fine = FluidPlaceableMilliGpu(nodes, arrived, 256).value();
+  const double coarse = FluidPlaceableMilliGpu(nodes, arrived, 1).value();
+  EXPECT_LT(fine, 20000);  // CPU binds: the bound is not the trivial one
+  EXPECT_GT(coarse, fine);
+  EXPECT_EQ(coarse, 20000);
+}
+
+TEST(FillBound, RefusesBadClassCounts) {
+  const std::vector<NodeSpec> nodes = {Node(64000, 4, "T4")};
+  const std::vector<Demand> arrived = Times(2, Ask(1, 1000, 1000));
+  EXPECT_FALSE(FluidPlaceableMilliGpu(nodes, arrived, 0).ok());
+  EXPECT_FALSE(FluidPlaceableMilliGpu(nodes, arrived, 1025).ok());
+  EXPECT_FALSE(ComputeFillBound(nodes, {}, 0.0, 42).ok());
+}
+
+// Trace-like pods: shares, whole and multi-GPU pods, some pinned, CPU from 1 to 32 cores.
+std::vector<Workload> MixedPods(int n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<Workload> pods;
+  for (int i = 0; i < n; ++i) {
+    Workload w;
+    w.name = "pod-" + std::to_string(i);
+    const double kind = rng.UniformDouble();
+    const int64_t cpu = 1000 * (1 + static_cast<int64_t>(rng.Uniform(32)));
+    const ModelMask pin = rng.UniformDouble() < 0.3 ? Only("T4") : 0;
+    if (kind < 0.1)
+      w.demand = Ask(0, 0, cpu);
+    else if (kind < 0.5)
+      w.demand = Ask(1, 100 * (1 + static_cast<int>(rng.Uniform(9))), cpu, pin);
+    else if (kind < 0.9)
+      w.demand = Ask(1, 1000, cpu, pin);
+    else
+      w.demand = Ask(rng.UniformDouble() < 0.5 ? 2 : 4, 1000, cpu);
+    pods.push_back(w);
+  }
+  return pods;
+}
+
+std::vector<NodeSpec> MixedNodes() {
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 6; ++i) nodes.push_back(Node(96000, 8, "A100-80GB"));
+  for (int i = 0; i < 10; ++i) nodes.push_back(Node(104000, 2, "T4"));
+  for (int i = 0; i < 4; ++i) nodes.push_back(Node(16000, 2, "P100"));
+  return nodes;
+}
+
+// The bound is a relaxation: no policy leaves less unallocated GPU than it, on any seed.
+TEST(FillBound, NoPolicyBeatsTheBound) {
+  const std::vector<NodeSpec> nodes = MixedNodes();
+  const std::vector<Workload> pods = MixedPods(300, 11);
+  const std::vector<uint64_t> seeds = {42, 43, 44, 45};
+  auto bounds = ComputeFillBounds(nodes, pods, 1.3, seeds, 2);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().message();
+  ASSERT_EQ(bounds->size(), seeds.size());
+  auto runs = RunFillMatrix(nodes, pods, {"fgd", "tessera", "bestfit", "random"}, seeds, 1.3, 2);
+  ASSERT_TRUE(runs.ok()) << runs.status().message();
+  bool some_above_zero = false;
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const FillBoundRun& b = (*bounds)[i];
+    EXPECT_EQ(b.seed, seeds[i]);
+    some_above_zero = some_above_zero || b.unalloc_pct_at_100 > 0;
+    for (const FillSummary& s : *runs) {
+      EXPECT_LE(b.unalloc_pct_at_100, s.runs[i].unalloc_pct_at_100 + 1e-9)
+          << s.policy << " seed " << seeds[i];
+      EXPECT_LE(b.unalloc_pct_at_130, s.runs[i].unalloc_pct_at_130 + 1e-9)
+          << s.policy << " seed " << seeds[i];
+    }
+    // The same as one seed alone, whatever the threads.
+    auto one = ComputeFillBound(nodes, pods, 1.3, seeds[i]);
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(one->unalloc_pct_at_100, b.unalloc_pct_at_100);
+    EXPECT_EQ(one->unalloc_pct_at_130, b.unalloc_pct_at_130);
+  }
+  EXPECT_TRUE(some_above_zero);  // the pins and the P100s' CPU make the bound bite
+}
+
+TEST(FillBound, ReportsCarryTheBound) {
+  FillSummary s;
+  s.policy = "fgd";
+  s.unalloc_at_100 = {.mean = 5};
+  const std::vector<FillBoundRun> bounds = {{42, 1.0, 0.5}, {43, 3.0, 0.5}};
+  const std::string table = FillTable({s}, &bounds);
+  EXPECT_NE(table.find("bound            2        2.00 (1.41)        0.50 (0.00)"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(FillTable({s}).find("bound"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(FillJson({s}, "n.csv", "p.csv", &bounds));
+  EXPECT_DOUBLE_EQ(j["bound"]["unalloc_pct_at_100"].get<double>(), 2.0);
+  EXPECT_EQ(j["bound"]["runs"].size(), 2u);
+  EXPECT_EQ(j["bound"]["runs"][1]["seed"].get<uint64_t>(), 43u);
+  EXPECT_FALSE(nlohmann::json::parse(FillJson({s}, "n.csv", "p.csv")).contains("bound"));
+}
+
+FamilyMixResult FakeMix(const std::string& name, double cand, double ref, double bound) {
+  FamilyMixResult r;
+  r.name = name;
+  FillSummary c, f;
+  c.policy = "tessera";
+  c.unalloc_at_100 = {.mean = cand};
+  c.unalloc_at_130 = {.mean = cand};
+  f.policy = "fgd";
+  f.unalloc_at_100 = {.mean = ref};
+  f.unalloc_at_130 = {.mean = ref};
+  r.results = {c, f};
+  r.bounds = {{42, bound, bound}};
+  return r;
+}
+
+TEST(FillBound, FamilySummaryGivesTheShareOfTheGapClosed) {
+  const std::vector<FamilyMixResult> results = {
+      FakeMix("half", 3.0, 4.0, 2.0),       // closes 50%
+      FakeMix("all", 1.0, 2.0, 1.0),        // closes 100%
+      FakeMix("at-bound", 1.0, 1.05, 1.0),  // the reference is within 0.1 of the bound: not counted
+  };
+  const FamilySummary s = SummarizeFamily(results, "tessera", "fgd");
+  EXPECT_EQ(s.gap_mixes_at_100, 2);
+  EXPECT_NEAR(s.gap_closed_pct_at_100, 75.0, 1e-9);
+  EXPECT_EQ(s.gap_mixes_at_130, 2);
+  const std::string table = FamilyTable(results, "tessera", "fgd");
+  EXPECT_NE(table.find("tessera closes 75.0% of fgd's gap at 100% (2 mixes)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| bound @100 | bound @end |"), std::string::npos) << table;
+  FamilyOptions o;
+  o.bound = true;
+  const nlohmann::json j = nlohmann::json::parse(FamilyJson(results, o, "tessera", "fgd"));
+  EXPECT_NEAR(j["summary"]["gap_closed_pct_at_100"].get<double>(), 75.0, 1e-9);
+  EXPECT_DOUBLE_EQ(j["mixes"][0]["bound"]["unalloc_pct_at_100"]["mean"].get<double>(), 2.0);
+}
+
+}  // namespace
+}  // namespace tessera
