@@ -65,6 +65,16 @@ int MixClass(const Demand& d) {
   return kind * 2 + (d.models != 0 ? 1 : 0);
 }
 
+// The CPU class of a GPU workload, after the shape classes: cores per GPU below 2, 2-4, 4-8,
+// 8-16, 16-32, 32 and more (fixed edges: the test needs a partition chosen before the data).
+int CpuClass(const Demand& d, int first) {
+  const int64_t milli_gpu = d.TotalMilliGpu();
+  int bin = 0;
+  // cpu (milli) / milli-GPU = cores per GPU; compare cpu against 2^k cores per GPU.
+  for (int64_t edge = 2; bin < 5 && d.cpu.v >= edge * milli_gpu; edge *= 2) ++bin;
+  return first + bin;
+}
+
 }  // namespace
 
 void FragDescentScorer::Observe(const Demand& d) {
@@ -83,6 +93,10 @@ void FragDescentScorer::Observe(const Demand& d) {
   }
   ++window_classes_[MixClass(d)];
   ++window_n_;
+  if (d.num_gpu > 0) {
+    ++window_classes_[CpuClass(d, kMixClasses)];
+    ++window_gpu_n_;
+  }
   CheckWindow();
   RelearnWhenDue();
 }
@@ -100,6 +114,7 @@ void FragDescentScorer::CheckWindow() {
       next_relearn_ = seen_.tasks();
       ref_classes_ = window_classes_;
       ref_n_ = window_limit_ > 0 ? window_n_ : 0;
+      ref_gpu_n_ = window_limit_ > 0 ? window_gpu_n_ : 0;
       ClearWindow();
       return;
     }
@@ -107,8 +122,9 @@ void FragDescentScorer::CheckWindow() {
   // A window as long as the reference, up to the limit: the reference doubles from 16
   // arrivals on, so a change is found early in a run too.
   if (window_limit_ > 0 && window_n_ >= std::min(window_limit_, std::max<int64_t>(16, ref_n_))) {
-    for (int k = 0; k < kMixClasses; ++k) ref_classes_[k] += window_classes_[k];
+    for (size_t k = 0; k < ref_classes_.size(); ++k) ref_classes_[k] += window_classes_[k];
     ref_n_ += window_n_;
+    ref_gpu_n_ += window_gpu_n_;
     ClearWindow();
   }
 }
@@ -117,6 +133,7 @@ void FragDescentScorer::ClearWindow() {
   window_.clear();
   window_classes_ = {};
   window_n_ = 0;
+  window_gpu_n_ = 0;
   next_check_ = 16;
 }
 
@@ -135,24 +152,34 @@ void FragDescentScorer::ObservePast(const Demand& d) {
   }
   ++ref_classes_[MixClass(d)];
   ++ref_n_;
+  if (d.num_gpu > 0) {
+    ++ref_classes_[CpuClass(d, kMixClasses)];
+    ++ref_gpu_n_;
+  }
   ++past_n_;
   seen_.Add(d);
   RelearnWhenDue();
 }
 
 bool FragDescentScorer::WindowAgrees() const {
-  // P(||p_hat - p||_1 >= eps) <= 2^k exp(-n eps^2 / 2) for n draws over k classes: each sample
-  // is within eps_i of the common distribution except with probability rate / 2.
-  auto eps = [&](int64_t n) {
-    return std::sqrt(2.0 * (kMixClasses * std::log(2.0) + std::log(2.0 / past_false_alarm_)) /
-                     static_cast<double>(n));
+  // P(||p_hat - p||_1 >= eps) <= 2^k exp(-n eps^2 / 2) for n draws over k classes: in each of
+  // the two tests, each sample is within eps of the common distribution except with
+  // probability rate / 4.
+  auto distant = [&](int first, int classes, int64_t ref_n, int64_t window_n) {
+    if (ref_n == 0 || window_n == 0) return false;
+    auto eps = [&](int64_t n) {
+      return std::sqrt(2.0 * (classes * std::log(2.0) + std::log(4.0 / past_false_alarm_)) /
+                       static_cast<double>(n));
+    };
+    double l1 = 0;
+    for (int k = first; k < first + classes; ++k) {
+      l1 += std::abs(static_cast<double>(ref_classes_[k]) / static_cast<double>(ref_n) -
+                     static_cast<double>(window_classes_[k]) / static_cast<double>(window_n));
+    }
+    return l1 > eps(ref_n) + eps(window_n);
   };
-  double l1 = 0;
-  for (int k = 0; k < kMixClasses; ++k) {
-    l1 += std::abs(static_cast<double>(ref_classes_[k]) / static_cast<double>(ref_n_) -
-                   static_cast<double>(window_classes_[k]) / static_cast<double>(window_n_));
-  }
-  return l1 <= eps(ref_n_) + eps(window_n_);
+  return !distant(0, kMixClasses, ref_n_, window_n_) &&
+         !distant(kMixClasses, kCpuClasses, ref_gpu_n_, window_gpu_n_);
 }
 
 void FragDescentScorer::Relearn() {

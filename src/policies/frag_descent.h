@@ -31,10 +31,12 @@ class FragDescentScorer : public Scorer {
   // Online learners compare what they learned with what arrives, to follow a mix that changes.
   // The reference is the sample the mix was learned from (the past, then the arrivals
   // accepted into it); the window is the arrivals since the reference was last extended. At
-  // window sizes 16, 32, 64, ... the class frequencies of the two (CPU-only; shares by
-  // quarter; one, 2-3, 4-7 and 8+ GPUs; each pinned or not) are compared, and when their L1
-  // distance exceeds what sampling explains at the false-alarm rate (Bretagnolle-Huber-Carol
-  // bound, per sample, at half the rate each), the mix has changed: everything before the
+  // window sizes 16, 32, 64, ... the class frequencies of the two are compared twice: all
+  // workloads by shape (CPU-only; shares by quarter; one, 2-3, 4-7 and 8+ GPUs; each pinned or
+  // not), and the GPU workloads by cores per GPU (below 2, 2-4, 4-8, 8-16, 16-32, 32 and
+  // more). When either L1 distance exceeds what sampling explains at the false-alarm rate
+  // (Bretagnolle-Huber-Carol bound, per sample and test, at a quarter of the rate each; a
+  // union bound over the two tests), the mix has changed: everything before the
   // window is forgotten and the mix is re-learned from the window alone, which becomes the
   // reference. A window that agrees joins the reference once it is as long as the reference
   // (at least 16 arrivals) or the window limit, whichever is shorter: without a past the first
@@ -140,9 +142,13 @@ class FragDescentScorer : public Scorer {
   // Mix-change detection (see Observe): the reference and the window by class, and the
   // window's demands (a tally is built from them only when the mix changed); without a window
   // limit the window is every arrival, kept as a tally.
+  // Entries [0, kMixClasses) count every workload by shape and pinning; the kCpuClasses after
+  // them count the GPU workloads (ref_gpu_n_, window_gpu_n_ of them) by CPU per GPU.
   static constexpr int kMixClasses = 18;
-  std::array<int64_t, kMixClasses> ref_classes_{}, window_classes_{};
+  static constexpr int kCpuClasses = 6;
+  std::array<int64_t, kMixClasses + kCpuClasses> ref_classes_{}, window_classes_{};
   int64_t ref_n_ = 0, window_n_ = 0, next_check_ = 16;
+  int64_t ref_gpu_n_ = 0, window_gpu_n_ = 0;
   std::vector<Demand> window_;
   ShapeTally window_tally_;
   int64_t past_n_ = 0, arrivals_n_ = 0;

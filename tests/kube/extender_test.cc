@@ -132,6 +132,23 @@ class ExtenderTest : public ::testing::Test {
     };
   }
 
+  // 70 one-GPU pods of 2 cores, then two-GPU pods of `cores` cores: the change is found at the
+  // `found_at`-th.
+  void FollowAChange(const char* cores, int found_at) {
+    auto learn = [this](const std::string& name, const char* gpus, const char* cpu) {
+      Json pod = PodJson(name, "uid-" + name, Json{{"nvidia.com/gpu", gpus}});
+      pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu;
+      ASSERT_TRUE(ext_.UpsertPod(pod).ok());
+      (void)ext_.Filter(Args(pod, {"gpu-a", "gpu-c"}));
+    };
+    for (int i = 0; i < 70; ++i) learn("one-" + std::to_string(i), "1", "2");
+    for (int i = 0; i + 1 < found_at; ++i) learn("two-" + std::to_string(i), "2", cores);
+    EXPECT_EQ(ext_.stats().mix_changes, 0);
+    learn("two-last", "2", cores);
+    EXPECT_EQ(ext_.stats().mix_changes, 1);
+    EXPECT_EQ(ext_.stats().learned_arrivals, 70 + found_at);
+  }
+
   Extender ext_;
   std::vector<BindCall> binds_;
 };
@@ -483,21 +500,18 @@ TEST_F(ExtenderTest, PodsBoundAtStartAreThePolicysPastAndArrivalsAreNot) {
   EXPECT_EQ(learned(), std::make_pair(int64_t{2}, int64_t{2}));
 }
 
-// The policy follows a change of the pods' mix (TesseraConfig::mix_window): after 70 one-GPU
-// pods, two-GPU pods are a disjoint class, found at the 32nd (L1 distance 2 > eps(72) +
-// eps(32) = 1.87), and /metrics counts it.
-TEST_F(ExtenderTest, TheLearnedMixFollowsAChangeOfThePods) {
-  auto learn = [this](const std::string& name, const char* gpus) {
-    const Json pod = PodJson(name, "uid-" + name, Json{{"nvidia.com/gpu", gpus}});
-    ASSERT_TRUE(ext_.UpsertPod(pod).ok());
-    (void)ext_.Filter(Args(pod, {"gpu-a", "gpu-c"}));
-  };
-  for (int i = 0; i < 70; ++i) learn("one-" + std::to_string(i), "1");
-  for (int i = 0; i < 31; ++i) learn("two-" + std::to_string(i), "2");
-  EXPECT_EQ(ext_.stats().mix_changes, 0);
-  learn("two-31", "2");
-  EXPECT_EQ(ext_.stats().mix_changes, 1);
-  EXPECT_EQ(ext_.stats().learned_arrivals, 102);
+// The policy follows a change of the pods' mix (TesseraConfig::mix_window). The reference is
+// the 2 pods bound at start and 70 one-GPU pods of 2 cores. Two-GPU pods of 4 cores (the same
+// cores per GPU) are a disjoint shape class, found at the 32nd (L1 distance 2 > eps(72) +
+// eps(32) = 1.90 over the 18 shape classes); two-GPU pods of 2 cores are also a disjoint class
+// of cores per GPU, found at the 16th (2 > eps(72) + eps(16) = 1.84 over the 6 CPU classes).
+// /metrics counts the change.
+TEST_F(ExtenderTest, TheLearnedMixFollowsAChangeOfThePodsShape) {
+  FollowAChange("4", 32);
+}
+
+TEST_F(ExtenderTest, TheLearnedMixFollowsAChangeOfThePodsCpuPerGpu) {
+  FollowAChange("2", 16);
 }
 
 // A node update reaches the next request: gpu-a's whole GPU turning unhealthy leaves no GPU for a

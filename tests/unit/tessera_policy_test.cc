@@ -550,7 +550,8 @@ TEST(TesseraPastTest, FalseAlarmRateIsValidated) {
 
 // The mix is followed as it changes: windows of up to TesseraConfig::mix_window (1024)
 // arrivals are compared with the sample the mix was learned from, at 16, 32, ..., 1024
-// arrivals, by the same bound (eps(4096) = 0.099, eps(128) = 0.560, eps(64) = 0.792).
+// arrivals, by the same bound (over the 18 shape classes eps(4096) = 0.101, eps(128) = 0.570,
+// eps(64) = 0.806; over the 6 CPU classes eps(4096) = 0.078, eps(16) = 1.248).
 std::unique_ptr<Scorer> TesseraWithWindow(int window) {
   TesseraConfig c;
   c.mix_window = window;
@@ -586,7 +587,7 @@ TEST(TesseraMixChangeTest, AMixThatChangesIsRelearnedFromTheWindowAlone) {
 TEST(TesseraMixChangeTest, AShiftInProportionIsFoundWithinTheWindow) {
   auto t = MakeTesseraScorer();
   // Half shares, half whole GPUs, then 9 in 10 whole GPUs: L1 distance 0.8, above
-  // eps(4096) + eps(128) = 0.66 but not above eps(4096) + eps(64) = 0.89.
+  // eps(4096) + eps(128) = 0.67 but not above eps(4096) + eps(64) = 0.91.
   for (int i = 0; i < 2048; ++i) {
     t->Observe(Share(4000, 500));
     t->Observe(Whole(8000, 1));
@@ -599,6 +600,28 @@ TEST(TesseraMixChangeTest, AShiftInProportionIsFoundWithinTheWindow) {
   ASSERT_EQ(shapes.size(), 2u);
   EXPECT_EQ(shapes[0].gpu_milli, 1000);
   EXPECT_NEAR(shapes[0].popularity, 115.0 / 128.0, 1e-9);
+}
+
+TEST(TesseraMixChangeTest, AChangeOnlyInCpuPerGpuIsFound) {
+  for (int window : {1024, 0}) {
+    SCOPED_TRACE(window);
+    auto t = TesseraWithWindow(window);
+    // The same shape, 8 then 32 cores per GPU: the shape classes agree, the CPU classes are
+    // disjoint (L1 distance 2 > eps(4096) + eps(16) = 1.33 at the 16th new pod).
+    for (int i = 0; i < 4096; ++i) t->Observe(Whole(8000, 1));
+    for (int i = 0; i < 15; ++i) t->Observe(Whole(32000, 1));
+    EXPECT_EQ(Learner(t).mix_changes(), 0);
+    t->Observe(Whole(32000, 1));
+    if (window == 0) {
+      EXPECT_EQ(Learner(t).mix_changes(), 0);
+      continue;
+    }
+    EXPECT_EQ(Learner(t).mix_changes(), 1);
+    for (int i = 0; i < 16; ++i) t->Observe(Whole(32000, 1));
+    const auto& shapes = Learner(t).model().target().shapes;
+    ASSERT_EQ(shapes.size(), 1u);
+    EXPECT_EQ(shapes[0].cpu, 32000);
+  }
 }
 
 TEST(TesseraMixChangeTest, AMixThatStaysIsNeverForgotten) {
