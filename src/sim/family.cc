@@ -469,12 +469,18 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                             {"seconds_per_experiment", s.wall_seconds.mean}};
     }
     for (const FillSummary& s : r.results) {
+      json runs = json::array();
+      for (const FillRun& run : s.runs)
+        runs.push_back({{"seed", run.seed},
+                        {"unalloc_pct_at_100", run.unalloc_pct_at_100},
+                        {"unalloc_pct_at_130", run.unalloc_pct_at_130}});
       policies[s.policy] = {{"unalloc_pct_at_100",
                              {{"mean", s.unalloc_at_100.mean}, {"sd", s.unalloc_at_100.stddev}}},
                             {"unalloc_pct_at_130",
                              {{"mean", s.unalloc_at_130.mean}, {"sd", s.unalloc_at_130.stddev}}},
                             {"experiments", s.runs.size()},
-                            {"seconds_per_experiment", PerExperiment(s)}};
+                            {"seconds_per_experiment", PerExperiment(s)},
+                            {"runs", runs}};
     }
     m["policies"] = policies;
     if (!r.bounds.empty()) {

@@ -167,7 +167,9 @@ ReplayFamilySummary SummarizeReplayFamily(const std::vector<FamilyMixResult>& re
 
 // {"options": ..., "mixes": [{name, kind, description, flags, knobs, mix, nodes, gpus,
 //   policies: {P: {unalloc_pct_at_100: {mean, sd}, unalloc_pct_at_130: {mean, sd},
-//   seconds_per_experiment}}, wall_seconds}], "summary": {...}}; in replay mode each policy has
+//   seconds_per_experiment, runs: [{seed, unalloc_pct_at_100, unalloc_pct_at_130}]}},
+//   bound (with FamilyOptions::bound), wall_seconds}], "summary": {...}}; in replay mode each
+//   policy has
 // {gpu_alloc_time_weighted_pct, gpu_alloc_arrival_window_pct, wait_p95_s, wait_p50_s, wait_p99_s,
 // mean_wait_s, never_placed, peak_pending: {mean, sd}} and the summary is the ReplayFamilySummary.
 // The fill summary carries FamilySummary's counts and lists, and pooled_sd_ratio_at_100 and

@@ -200,6 +200,11 @@ FamilyMixResult FakeMix(const std::string& name, double cand, double ref, double
   f.policy = "fgd";
   f.unalloc_at_100 = {.mean = ref};
   f.unalloc_at_130 = {.mean = ref};
+  FillRun run;
+  run.seed = 7;
+  run.unalloc_pct_at_100 = cand;
+  run.unalloc_pct_at_130 = cand;
+  c.runs = {run};
   r.results = {c, f};
   r.bounds = {{42, bound, bound}};
   return r;
@@ -224,6 +229,11 @@ TEST(FillBound, FamilySummaryGivesTheShareOfTheGapClosed) {
   const nlohmann::json j = nlohmann::json::parse(FamilyJson(results, o, "tessera", "fgd"));
   EXPECT_NEAR(j["summary"]["gap_closed_pct_at_100"].get<double>(), 75.0, 1e-9);
   EXPECT_DOUBLE_EQ(j["mixes"][0]["bound"]["unalloc_pct_at_100"]["mean"].get<double>(), 2.0);
+  // Every policy's runs, seed by seed.
+  ASSERT_EQ(j["mixes"][0]["policies"]["tessera"]["runs"].size(), 1u);
+  EXPECT_EQ(j["mixes"][0]["policies"]["tessera"]["runs"][0]["seed"].get<uint64_t>(), 7u);
+  EXPECT_DOUBLE_EQ(
+      j["mixes"][0]["policies"]["tessera"]["runs"][0]["unalloc_pct_at_100"].get<double>(), 3.0);
 }
 
 }  // namespace
