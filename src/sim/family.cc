@@ -35,19 +35,6 @@ double Frac(int64_t part, int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
 }
 
-struct BoundStats {
-  Stats at_100, at_130;
-};
-
-BoundStats BoundStatsOf(const std::vector<FillBoundRun>& runs) {
-  std::vector<double> a, b;
-  for (const FillBoundRun& r : runs) {
-    a.push_back(r.unalloc_pct_at_100);
-    b.push_back(r.unalloc_pct_at_130);
-  }
-  return {Stats::Of(a), Stats::Of(b)};
-}
-
 Result<FamilyMixResult> Run(FamilyMixResult r, const std::vector<NodeSpec>& nodes,
                             const std::vector<Workload>& pods, const FamilyOptions& o,
                             std::chrono::steady_clock::time_point t0,
@@ -189,7 +176,7 @@ FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
     s.mean_diff_at_100 += c->unalloc_at_100.mean - f->unalloc_at_100.mean;
     s.mean_diff_at_130 += c->unalloc_at_130.mean - f->unalloc_at_130.mean;
     if (!r.bounds.empty()) {
-      const BoundStats b = BoundStatsOf(r.bounds);
+      const FillBoundStats b = SummarizeFillBounds(r.bounds);
       auto closed = [](const Stats& cand, const Stats& ref, const Stats& bound, int& mixes,
                        double& sum) {
         const double gap = ref.mean - bound.mean;
@@ -349,7 +336,7 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
       if (r.bounds.empty()) {
         row += " | |";
       } else {
-        const BoundStats b = BoundStatsOf(r.bounds);
+        const FillBoundStats b = SummarizeFillBounds(r.bounds);
         row += Printf(" %.2f ± %.2f |", b.at_100.mean, b.at_100.stddev);
         row += Printf(" %.2f ± %.2f |", b.at_130.mean, b.at_130.stddev);
       }
@@ -484,7 +471,7 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
     }
     m["policies"] = policies;
     if (!r.bounds.empty()) {
-      const BoundStats b = BoundStatsOf(r.bounds);
+      const FillBoundStats b = SummarizeFillBounds(r.bounds);
       m["bound"] = {{"unalloc_pct_at_100", stat(b.at_100)}, {"unalloc_pct_at_130", stat(b.at_130)}};
     }
     mixes.push_back(m);

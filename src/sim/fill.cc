@@ -1,17 +1,16 @@
 #include "sim/fill.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
-#include <thread>
 
 #include "cluster/cluster_state.h"
 #include "engine/engine.h"
 #include "policies/builtin.h"
 #include "policies/frag.h"
+#include "sim/parallel.h"
 
 namespace tessera {
 namespace {
@@ -232,24 +231,16 @@ Result<std::vector<FillSummary>> RunFillMatrix(const std::vector<NodeSpec>& node
   }
   const size_t jobs = policies.size() * seeds.size();
   std::vector<Result<FillRun>> results(jobs, Result<FillRun>(Internal("not run")));
-  std::atomic<size_t> next{0};
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, jobs));
-  auto worker = [&] {
-    for (size_t j; (j = next.fetch_add(1)) < jobs;) {
-      FillOptions o;
-      o.policy = policies[j / seeds.size()];
-      o.seed = seeds[j % seeds.size()];
-      o.tune_ratio = tune_ratio;
-      o.detail = hooks.detail;
-      o.past = hooks.past;
-      results[j] = RunFill(nodes, pods, o);
-      if (hooks.on_run && results[j].ok()) hooks.on_run(*results[j]);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  ParallelFor(jobs, threads, [&](size_t j) {
+    FillOptions o;
+    o.policy = policies[j / seeds.size()];
+    o.seed = seeds[j % seeds.size()];
+    o.tune_ratio = tune_ratio;
+    o.detail = hooks.detail;
+    o.past = hooks.past;
+    results[j] = RunFill(nodes, pods, o);
+    if (hooks.on_run && results[j].ok()) hooks.on_run(*results[j]);
+  });
 
   std::vector<FillSummary> out;
   for (size_t p = 0; p < policies.size(); ++p) {

@@ -1,17 +1,15 @@
 #include "sim/fill_bound.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "policies/capacity_prices.h"
-#include "sim/fill.h"
+#include "sim/parallel.h"
 
 namespace tessera {
 namespace {
@@ -173,23 +171,23 @@ Result<FillBoundRun> ComputeFillBound(const std::vector<NodeSpec>& nodes,
   return run;
 }
 
+FillBoundStats SummarizeFillBounds(const std::vector<FillBoundRun>& runs) {
+  std::vector<double> at_100, at_130;
+  for (const FillBoundRun& r : runs) {
+    at_100.push_back(r.unalloc_pct_at_100);
+    at_130.push_back(r.unalloc_pct_at_130);
+  }
+  return {Stats::Of(at_100), Stats::Of(at_130)};
+}
+
 Result<std::vector<FillBoundRun>> ComputeFillBounds(const std::vector<NodeSpec>& nodes,
                                                     const std::vector<Workload>& pods,
                                                     double tune_ratio,
                                                     const std::vector<uint64_t>& seeds,
                                                     unsigned threads) {
   std::vector<std::optional<Result<FillBoundRun>>> out(seeds.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < seeds.size(); i = next++)
-      out[i] = ComputeFillBound(nodes, pods, tune_ratio, seeds[i]);
-  };
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, seeds.size()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
+  ParallelFor(seeds.size(), threads,
+              [&](size_t i) { out[i] = ComputeFillBound(nodes, pods, tune_ratio, seeds[i]); });
   std::vector<FillBoundRun> runs;
   for (auto& r : out) {
     if (!r->ok()) return r->status();

@@ -26,6 +26,7 @@
 
 #include "cluster/types.h"
 #include "core/status.h"
+#include "sim/fill.h"
 
 namespace tessera {
 
@@ -42,6 +43,12 @@ struct FillBoundRun {
   double unalloc_pct_at_100 = 0;
   double unalloc_pct_at_130 = 0;
 };
+
+// The mean and spread over seeds of each of the two bounds.
+struct FillBoundStats {
+  Stats at_100, at_130;
+};
+FillBoundStats SummarizeFillBounds(const std::vector<FillBoundRun>& runs);
 
 // The bounds of the fill experiment (pods, tune_ratio, seed): the same sequence RunFill
 // schedules (PrepareFillSequence).

@@ -1,14 +1,12 @@
 #include "sim/pollux_sim.h"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +15,7 @@
 #include "cluster/gpu_catalog.h"
 #include "policies/builtin.h"
 #include "sim/csv.h"
+#include "sim/parallel.h"
 
 namespace tessera {
 namespace {
@@ -470,21 +469,10 @@ Result<std::vector<PolluxRunResult>> RunPolluxMatrix(const PolluxApps& apps,
                                                      unsigned threads) {
   const size_t total = workloads.size() * policies.size();
   std::vector<std::optional<Result<PolluxRunResult>>> out(total);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < total; i = next++)
-      out[i] = SimulatePollux(apps, workloads[i % workloads.size()], policies[i / workloads.size()],
-                              config);
-  };
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, total));
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
-  }
+  ParallelFor(total, threads, [&](size_t i) {
+    out[i] = SimulatePollux(apps, workloads[i % workloads.size()], policies[i / workloads.size()],
+                            config);
+  });
   std::vector<PolluxRunResult> results;
   for (auto& r : out) {
     if (!r->ok()) return r->status();

@@ -1,7 +1,6 @@
 #include "sim/replay.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +10,6 @@
 #include <queue>
 #include <set>
 #include <string_view>
-#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -21,6 +19,7 @@
 #include "core/stats.h"
 #include "engine/engine.h"
 #include "policies/builtin.h"
+#include "sim/parallel.h"
 
 namespace tessera {
 namespace {
@@ -361,23 +360,15 @@ Result<std::vector<ReplaySummary>> RunReplayVariants(const std::vector<NodeSpec>
   if (seeds.empty()) return InvalidArgument("no seeds given");
   const size_t jobs = variants.size() * seeds.size();
   std::vector<Result<ReplayRun>> results(jobs, Result<ReplayRun>(Internal("not run")));
-  std::atomic<size_t> next{0};
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, jobs));
-  auto worker = [&] {
-    for (size_t j; (j = next.fetch_add(1)) < jobs;) {
-      ReplayOptions o = variants[j / seeds.size()];
-      o.seed = seeds[j % seeds.size()];
-      results[j] = RunReplay(nodes, pods, o);
-      if (results[j].ok() && !keep_outcomes) {
-        results[j]->outcomes.clear();
-        results[j]->outcomes.shrink_to_fit();
-      }
+  ParallelFor(jobs, threads, [&](size_t j) {
+    ReplayOptions o = variants[j / seeds.size()];
+    o.seed = seeds[j % seeds.size()];
+    results[j] = RunReplay(nodes, pods, o);
+    if (results[j].ok() && !keep_outcomes) {
+      results[j]->outcomes.clear();
+      results[j]->outcomes.shrink_to_fit();
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  });
 
   std::vector<ReplaySummary> out;
   for (size_t p = 0; p < variants.size(); ++p) {

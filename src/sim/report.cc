@@ -51,14 +51,10 @@ std::string FillTable(const std::vector<FillSummary>& results,
     out += line;
   }
   if (bounds != nullptr && !bounds->empty()) {
-    std::vector<double> at_100, at_end;
-    for (const FillBoundRun& b : *bounds) {
-      at_100.push_back(b.unalloc_pct_at_100);
-      at_end.push_back(b.unalloc_pct_at_130);
-    }
-    const Stats s100 = Stats::Of(at_100), send = Stats::Of(at_end);
+    const FillBoundStats b = SummarizeFillBounds(*bounds);
     std::snprintf(line, sizeof line, "%-11s %6zu %11.2f (%4.2f) %11.2f (%4.2f) %14s %9s\n", "bound",
-                  bounds->size(), s100.mean, s100.stddev, send.mean, send.stddev, "-", "-");
+                  bounds->size(), b.at_100.mean, b.at_100.stddev, b.at_130.mean, b.at_130.stddev,
+                  "-", "-");
     out += line;
   }
   return out;
@@ -101,20 +97,16 @@ std::string FillJson(const std::vector<FillSummary>& results, const std::string&
   }
   j["policies"] = pol;
   if (bounds != nullptr) {
-    std::vector<double> at_100, at_end;
     nlohmann::json runs = nlohmann::json::array();
-    for (const FillBoundRun& b : *bounds) {
-      at_100.push_back(b.unalloc_pct_at_100);
-      at_end.push_back(b.unalloc_pct_at_130);
-      runs.push_back({{"seed", b.seed},
-                      {"unalloc_pct_at_100", b.unalloc_pct_at_100},
-                      {"unalloc_pct_at_130", b.unalloc_pct_at_130}});
-    }
-    const Stats s100 = Stats::Of(at_100), send = Stats::Of(at_end);
-    j["bound"] = {{"unalloc_pct_at_100", s100.mean},
-                  {"unalloc_pct_at_130", send.mean},
-                  {"unalloc_pct_at_100_stats", StatsJson(s100)},
-                  {"unalloc_pct_at_130_stats", StatsJson(send)},
+    for (const FillBoundRun& r : *bounds)
+      runs.push_back({{"seed", r.seed},
+                      {"unalloc_pct_at_100", r.unalloc_pct_at_100},
+                      {"unalloc_pct_at_130", r.unalloc_pct_at_130}});
+    const FillBoundStats b = SummarizeFillBounds(*bounds);
+    j["bound"] = {{"unalloc_pct_at_100", b.at_100.mean},
+                  {"unalloc_pct_at_130", b.at_130.mean},
+                  {"unalloc_pct_at_100_stats", StatsJson(b.at_100)},
+                  {"unalloc_pct_at_130_stats", StatsJson(b.at_130)},
                   {"runs", runs}};
   }
   return j.dump(2) + "\n";
