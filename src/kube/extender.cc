@@ -124,6 +124,16 @@ struct Extender::State {
   mutable std::unordered_map<std::string, NodeModel> models;
   // The fleet as the policy scores it: MIG-enabled GPUs blocked, and open (MIG pods).
   EngineView view{/*mig_open=*/false}, mig_view{/*mig_open=*/true};
+  // Bumped by every change of a node or of the pods bound to one: what Fit(p, node, {})
+  // depends on besides the pod.
+  uint64_t generation = 0;
+  // The verdicts of the last filter call, for the prioritize call kube-scheduler makes next
+  // for the same pod: used while `generation` is unchanged and the request's Pod is the same.
+  struct {
+    std::string pod;  // the filter request's Pod, serialised
+    uint64_t generation = 0;
+    std::unordered_map<std::string, bool> fits;  // by node name
+  } last_filter;
 
   void NodeChanged(const std::string& name, const NodeEntry* before, const NodeEntry* after) {
     const NodeInfo* b = before && before->info ? &*before->info : nullptr;
@@ -131,6 +141,7 @@ struct Extender::State {
     view.NodeChanged(name, b, a);
     mig_view.NodeChanged(name, b, a);
     models.erase(name);
+    ++generation;
   }
 
   void SetNode(const std::string& name, NodeEntry e) {
@@ -158,6 +169,7 @@ struct Extender::State {
     view.PodsChanged(node);
     mig_view.PodsChanged(node);
     models.erase(node);
+    ++generation;
   }
 
   void Unbind(const std::string& key, const std::string& node) {
@@ -358,14 +370,23 @@ struct Extender::State {
   // Scores the candidates in the engine view of the whole fleet (EngineView): 0..10 for the
   // nodes the pod fits in that view, 5 (neutral) where it fits but the view has no per-GPU
   // state (MIG counted by allocatable), 0 elsewhere.
-  std::vector<int64_t> Scores(const PodRequest& p, const std::vector<std::string>& names) {
+  // `known`: verdicts of Fit(p, node, {}) by node name, taken as they are (may be null).
+  std::vector<int64_t> Scores(const PodRequest& p, const std::vector<std::string>& names,
+                              const std::unordered_map<std::string, bool>* known) {
     std::vector<int64_t> out(names.size(), 0);
     EngineView& v = p.gpu.mig_profile.empty() ? view : mig_view;
     v.Refresh(nodes, [this](const std::string& node) { return BoundTo(node, {}); });
     const ClusterState& state = v.state();
     std::vector<int> idx_of(names.size(), -1);
     for (size_t i = 0; i < names.size(); ++i) {
-      if (!Fit(p, names[i], {}).fits) continue;
+      std::optional<bool> fits;
+      if (known)
+        if (auto k = known->find(names[i]); k != known->end()) fits = k->second;
+      if (fits)
+        ++stats.fits_reused;
+      else
+        fits = Fit(p, names[i], {}).fits;
+      if (!*fits) continue;
       const NodeInfo& n = *nodes.at(names[i]).info;
       if (n.spec.gpu_count == 0 || CountedMig(p, n)) {
         out[i] = -1;  // fits, but the engine has no per-GPU view: neutral
@@ -589,13 +610,18 @@ Json Extender::FilterLocked(const Json& args) {
       s.Observe(*pod);
     else if (pod->node_name.empty())
       s.StorePod(*pod);
+    s.last_filter.fits.clear();
+    s.last_filter.fits.reserve(names.size());
     for (const auto& n : names) {
       NodeFit f = s.Fit(*pod, n, {});
+      s.last_filter.fits[n] = f.fits;
       if (f.fits)
         pass.insert(n);
       else
         (f.unresolvable ? unresolvable : failed)[n] = f.reason;
     }
+    s.last_filter.pod = args["Pod"].dump();
+    s.last_filter.generation = s.generation;
   }
   if (items) {
     Json nodes = args["Nodes"];
@@ -632,7 +658,9 @@ Json Extender::PrioritizeLocked(const Json& args) {
     auto pod = TranslatePod(args["Pod"]);
     if (pod.ok() && pod->wants_gpu()) {
       s.Observe(*pod);
-      scores = s.Scores(*pod, names);
+      const bool same = s.last_filter.generation == s.generation && !s.last_filter.pod.empty() &&
+                        s.last_filter.pod == args["Pod"].dump();
+      scores = s.Scores(*pod, names, same ? &s.last_filter.fits : nullptr);
     }
   }
   Json out = Json::array();

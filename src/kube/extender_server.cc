@@ -259,7 +259,11 @@ struct ExtenderServer::Impl {
       << "# HELP tessera_extender_view_rebuilds_total Full rebuilds of the fleet view the "
          "policy scores in (start, a node removed or resized).\n"
       << "# TYPE tessera_extender_view_rebuilds_total counter\n"
-      << "tessera_extender_view_rebuilds_total " << s.view_rebuilds << "\n";
+      << "tessera_extender_view_rebuilds_total " << s.view_rebuilds << "\n"
+      << "# HELP tessera_extender_fits_reused_total Candidates whose fit prioritize took from "
+         "the filter call before it for the same pod.\n"
+      << "# TYPE tessera_extender_fits_reused_total counter\n"
+      << "tessera_extender_fits_reused_total " << s.fits_reused << "\n";
     if (server) {
       const net::HttpServerStats h = server->stats();
       o << "# HELP tessera_http_connections_refused_total Connections refused at the limit.\n"

@@ -128,6 +128,7 @@ def counters(health_port: int) -> dict[str, float]:
             or 0.0
     out["nodes"] = kl.metric_value(text, "tessera_extender_nodes") or 0.0
     out["gpu_pods"] = kl.metric_value(text, "tessera_extender_gpu_pods") or 0.0
+    out["fits_reused"] = kl.metric_value(text, "tessera_extender_fits_reused_total") or 0.0
     bad = [line for line in text.splitlines()
            if line.startswith("tessera_extender_bad_requests_total{")
            and not line.endswith(" 0")]
@@ -399,6 +400,8 @@ def scenario(api: kl.Client, check: kl.Checks, health: int) -> None:
           c["filter"] > 0 and c["prioritize"] > 0 and c["bind"] >= 5 and c["preempt"] > 0,
           json.dumps(c))
     check("no bad requests from kube-scheduler", c["bad"] == 0, json.dumps(c))
+    check("prioritize took candidates' fits from the filter call before it",
+          c["fits_reused"] > 0, json.dumps(c))
     check("scenario", True, t())
 
 

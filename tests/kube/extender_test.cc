@@ -553,6 +553,39 @@ TEST_F(ExtenderTest, TheFleetViewIsRebuiltOnlyWhenANodeLeavesOrResizes) {
   EXPECT_EQ(ext_.stats().view_rebuilds, 2);
 }
 
+// Prioritize takes each candidate's fit from the filter call just before it for the same pod,
+// and asks the selector again once a node or its pods changed, or for another pod.
+TEST_F(ExtenderTest, PrioritizeReusesTheFilterVerdictsUntilSomethingChanges) {
+  const Json pod = PodJson("pair", "uid-pair", R"({"nvidia.com/gpu": "2"})"_json);
+  const Json filtered = ext_.Filter(Args(pod, {"gpu-a", "gpu-c"}));
+  ASSERT_EQ(filtered["NodeNames"], Json({"gpu-c"}));
+  EXPECT_EQ(ext_.stats().fits_reused, 0);
+  auto score = [](const Json& out, const std::string& node) {
+    for (const Json& e : out)
+      if (e["Host"] == node) return e["Score"].get<int64_t>();
+    return int64_t{-1};
+  };
+  Json out = ext_.Prioritize(Args(pod, {"gpu-a", "gpu-c"}));
+  EXPECT_EQ(ext_.stats().fits_reused, 2);
+  EXPECT_EQ(score(out, "gpu-a"), 0);
+  EXPECT_EQ(score(out, "gpu-c"), 10);
+
+  // Another pod: its fits are its own.
+  const Json one = PodJson("one", "uid-one", R"({"nvidia.com/gpu": "1"})"_json);
+  out = ext_.Prioritize(Args(one, {"gpu-a", "gpu-c"}));
+  EXPECT_EQ(ext_.stats().fits_reused, 2);
+  EXPECT_GT(score(out, "gpu-a") + score(out, "gpu-c"), 0);
+
+  // Three of gpu-c's four GPUs are taken after the filter: the pair no longer fits there.
+  ASSERT_EQ(ext_.Filter(Args(pod, {"gpu-a", "gpu-c"}))["NodeNames"], Json({"gpu-c"}));
+  ASSERT_TRUE(
+      ext_.UpsertPod(PodJson("three", "uid-three", R"({"nvidia.com/gpu": "3"})"_json, 0, "gpu-c"))
+          .ok());
+  out = ext_.Prioritize(Args(pod, {"gpu-c"}));
+  EXPECT_EQ(ext_.stats().fits_reused, 2);
+  EXPECT_EQ(score(out, "gpu-c"), 0);
+}
+
 // Prioritize scores the candidates in the whole fleet, not in a cluster of the candidates
 // alone. Half the GPU pods seen are pinned, a quarter to H100s and a quarter to T4s; the
 // policy's model prices make an unpinned pod avoid the model whose free GPUs that pinned demand
@@ -654,6 +687,8 @@ TEST_F(ExtenderTest, ServesHttp) {
   // One prioritize: the fleet view (for MIG pods) was built once.
   EXPECT_NE(metrics->body.find("tessera_extender_view_rebuilds_total 1"), std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_policy_mix_changes_total 0"), std::string::npos);
+  // The prioritize after the filter of the same pod took gpu-a's fit from it.
+  EXPECT_NE(metrics->body.find("tessera_extender_fits_reused_total 1"), std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_requests_total{verb=\"filter\"} 1"),
             std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_extender_bad_requests_total{verb=\"filter\"} 2"),
