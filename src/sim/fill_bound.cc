@@ -1,11 +1,13 @@
 #include "sim/fill_bound.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "policies/capacity_prices.h"
@@ -22,15 +24,41 @@ struct Group {
   double gpu = 0, cpu = 0, mem = 0;  // GPUs, cores, GiB
 };
 
+// The dual feasible functions u^(k) of Fekete and Schepers for k = 1..kDff: u(x) = x where
+// (k + 1) x is whole, else floor((k + 1) x) / k. The u of the pieces on any one GPU add up to at
+// most 1.
+constexpr int kDff = 3;
+
+// u^(k) of a piece of `milli` GPU, per GPU of the piece.
+double DffPerGpu(int k, int64_t milli) {
+  const int64_t scaled = (k + 1) * milli;
+  if (scaled % 1000 == 0) return 1.0;
+  return static_cast<double>(scaled / 1000) / k / (static_cast<double>(milli) / 1000.0);
+}
+
+// Pieces of the same u^(1..kDff) steps: (k + 1) x whole, or its floor.
+int64_t DffBand(int64_t milli) {
+  int64_t band = 0;
+  for (int k = 1; k <= kDff; ++k) {
+    const int64_t scaled = (k + 1) * milli;
+    band = band * 64 + (scaled % 1000 == 0 ? 32 : 0) + scaled / 1000;
+  }
+  return band;
+}
+
 struct Class {
   int num_gpu = 1;
   ModelMask models = 0;
   double gpu = 0;           // GPUs asked in all
   double cpu = 0, mem = 0;  // least cores and GiB per GPU of its pods
+  // Per k, the least u^(k) per GPU of its pods' pieces.
+  std::array<double, kDff> dff{};
 };
 
 struct Pod {
   double gpu, cpu_per_gpu, mem_per_gpu;
+  int64_t band;  // DffBand of its pieces
+  std::array<double, kDff> dff;
 };
 
 std::vector<Group> GroupsOf(const std::vector<NodeSpec>& nodes) {
@@ -49,37 +77,48 @@ std::vector<Group> GroupsOf(const std::vector<NodeSpec>& nodes) {
   return out;
 }
 
+// The arrived GPU pods by GPU count and allowed models; each such kind is cut, in order of CPU
+// per GPU, into runs of about equal GPU (in proportion to the kind's share of the GPU asked, at
+// least one), and each run split by the pieces' u^(k) steps (DffBand).
 std::vector<Class> ClassesOf(std::span<const Demand> arrived, int max_classes) {
   std::map<std::pair<int, ModelMask>, std::vector<Pod>> kinds;
   double total = 0;
   for (const Demand& d : arrived) {
     if (d.num_gpu <= 0 || d.gpu_milli <= 0) continue;
     const double gpu = static_cast<double>(d.TotalMilliGpu()) / 1000.0;
-    kinds[{d.num_gpu, d.models}].push_back({gpu, static_cast<double>(d.cpu.v) / 1000.0 / gpu,
-                                            static_cast<double>(d.memory.v) / 1024.0 / gpu});
+    Pod pod{gpu,
+            static_cast<double>(d.cpu.v) / 1000.0 / gpu,
+            static_cast<double>(d.memory.v) / 1024.0 / gpu,
+            DffBand(d.gpu_milli),
+            {}};
+    for (int k = 1; k <= kDff; ++k) pod.dff[k - 1] = DffPerGpu(k, d.gpu_milli);
+    kinds[{d.num_gpu, d.models}].push_back(pod);
     total += gpu;
   }
   std::vector<Class> out;
+  const double inf = std::numeric_limits<double>::infinity();
   for (auto& [kind, pods] : kinds) {
     std::sort(pods.begin(), pods.end(),
               [](const Pod& a, const Pod& b) { return a.cpu_per_gpu < b.cpu_per_gpu; });
     double share = 0;
     for (const Pod& p : pods) share += p.gpu;
     const int cuts = std::max(1, static_cast<int>(std::lround(share / total * max_classes)));
-    Class c{kind.first, kind.second, 0, std::numeric_limits<double>::infinity(),
-            std::numeric_limits<double>::infinity()};
+    std::map<int64_t, Class> run;  // by band
     double done = 0;
     int made = 0;
     for (size_t i = 0; i < pods.size(); ++i) {
+      auto [it, added] = run.try_emplace(pods[i].band);
+      Class& c = it->second;
+      if (added) c = Class{kind.first, kind.second, 0, inf, inf, {inf, inf, inf}};
       c.gpu += pods[i].gpu;
       c.cpu = std::min(c.cpu, pods[i].cpu_per_gpu);
       c.mem = std::min(c.mem, pods[i].mem_per_gpu);
+      for (int k = 0; k < kDff; ++k) c.dff[k] = std::min(c.dff[k], pods[i].dff[k]);
       done += pods[i].gpu;
       if (i + 1 == pods.size() || done >= share * (made + 1) / cuts) {
-        out.push_back(c);
+        for (auto& [band, c] : run) out.push_back(c);
+        run.clear();
         ++made;
-        c = Class{kind.first, kind.second, 0, std::numeric_limits<double>::infinity(),
-                  std::numeric_limits<double>::infinity()};
       }
     }
   }
@@ -106,15 +145,17 @@ Result<double> FluidPlaceableMilliGpu(const std::vector<NodeSpec>& nodes,
   if (vars.size() > kMaxPairs)
     return InvalidArgument("fill bound: " + std::to_string(vars.size()) +
                            " (class, group) pairs, more than " + std::to_string(kMaxPairs));
-  // Rows: each class's demand, then each group's GPU, CPU and memory.
+  // Rows: each class's demand, then each group's GPU, CPU and memory, then per k its GPUs'
+  // u^(k) of the pieces they hold.
   const size_t nk = classes.size(), ng = groups.size(), n = vars.size();
-  const size_t rows = nk + 3 * ng;
+  const size_t rows = nk + (3 + kDff) * ng;
   std::vector<double> a(rows * n, 0.0), b(rows, 0.0), c(n, 1.0);
   for (size_t k = 0; k < nk; ++k) b[k] = classes[k].gpu;
   for (size_t g = 0; g < ng; ++g) {
     b[nk + g] = groups[g].gpu;
     b[nk + ng + g] = groups[g].cpu;
     b[nk + 2 * ng + g] = groups[g].mem;
+    for (int k = 0; k < kDff; ++k) b[nk + (3 + k) * ng + g] = groups[g].gpu;
   }
   for (size_t v = 0; v < n; ++v) {
     const auto [k, g] = vars[v];
@@ -122,6 +163,7 @@ Result<double> FluidPlaceableMilliGpu(const std::vector<NodeSpec>& nodes,
     a[(nk + g) * n + v] = 1;
     a[(nk + ng + g) * n + v] = classes[k].cpu;
     a[(nk + 2 * ng + g) * n + v] = classes[k].mem;
+    for (int j = 0; j < kDff; ++j) a[(nk + (3 + j) * ng + g) * n + v] = classes[k].dff[j];
   }
   std::vector<double> y = SolveLpDuals(a, b, c);
   // Every entry of A is >= 0 and c = 1, so y / min_j (A^T y)_j is dual-feasible.

@@ -8,16 +8,23 @@
 //   * classes: the arrived GPU pods by GPU count and allowed models, each kind cut, in order of
 //     CPU per GPU, into runs of about equal GPU (about `max_classes` in all). A class asks for
 //     its pods' GPU in all and uses, per milli-GPU, the least CPU and the least memory per
-//     milli-GPU of any of its pods;
+//     milli-GPU of any of its pods. Each run is split further by the steps of u^(1..3) of its
+//     pieces (below);
 //   * max sum x_kg subject to sum_g x_kg <= D_k and, per group, sum_k x_kg <= GPU_g,
-//     sum_k c_k x_kg <= CPU_g, sum_k m_k x_kg <= MEM_g, with x_kg = 0 where a pod of class k
-//     cannot use group g (GPU model, or fewer GPUs per node than it asks).
-// The LP relaxes every real placement: pods split across nodes and GPUs, shares pack perfectly,
-// CPU-only pods and pods left out take nothing. By weak duality any dual-feasible vector bounds
-// its optimum; the bound is b.y for the simplex's duals, scaled up until they are feasible, so
-// it stays valid even if the solver stops before the optimum. It is loose where the loss is
-// integral (share leftovers, whole nodes for multi-GPU pods) and tight where model pins, CPU or
-// memory bind.
+//     sum_k c_k x_kg <= CPU_g, sum_k m_k x_kg <= MEM_g, and for k' = 1..3
+//     sum_k u_kk' x_kg <= GPU_g, with x_kg = 0 where a pod of class k cannot use group g (GPU
+//     model, or fewer GPUs per node than it asks). u_kk' is the least, over class k's pods, of
+//     u^(k')(piece) / piece for the Fekete-Schepers dual feasible function u^(k')(x) = x where
+//     (k' + 1) x is whole, else floor((k' + 1) x) / k' (a piece is a share or one GPU of a
+//     whole-GPU pod). The u of the pieces on one GPU add up to at most 1, so these rows hold for
+//     every real placement: no two shares above half on a GPU, three above a third, four above
+//     a quarter.
+// The LP relaxes every real placement: pods split across nodes, shares pack as far as those
+// rows allow, CPU-only pods and pods left out take nothing. By weak duality any dual-feasible
+// vector bounds its optimum; the bound is b.y for the simplex's duals, scaled up until they are
+// feasible, so it stays valid even if the solver stops before the optimum. It is loose where
+// the loss is integral beyond those rows (a node's CPU or GPUs left in pieces, whole nodes for
+// multi-GPU pods) and tight where model pins, CPU, memory or share sizes bind.
 #pragma once
 
 #include <cstdint>

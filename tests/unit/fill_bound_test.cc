@@ -63,7 +63,23 @@ TEST(FillBound, FluidOptimumOfSmallClusters) {
        {Node(64000, 4, "T4")},
        Times(9, Ask(1, 1000, 1000)),
        4000},
-      {"shares pack perfectly", {Node(64000, 1, "T4")}, Times(4, Ask(1, 300, 1000)), 1000},
+      // The bound's shares pack as far as whole pieces allow (dual feasible functions): three
+      // 0.3 shares fit a GPU, not four; two 0.6 shares need two GPUs; halves pair up.
+      {"three 0.3 shares to a GPU", {Node(64000, 1, "T4")}, Times(4, Ask(1, 300, 1000)), 900},
+      {"one share above half to a GPU", {Node(64000, 2, "T4")}, Times(4, Ask(1, 600, 1000)), 1200},
+      {"two 0.4 shares to a GPU", {Node(64000, 1, "T4")}, Times(5, Ask(1, 400, 1000)), 800},
+      {"halves pair up", {Node(64000, 2, "T4")}, Times(5, Ask(1, 500, 1000)), 2000},
+      {"quarters fill a GPU", {Node(64000, 1, "T4")}, Times(5, Ask(1, 250, 1000)), 1000},
+      // A 0.6 share and a 0.4 share fill a GPU: three of each on three GPUs.
+      {"large and small shares pair up",
+       {Node(64000, 3, "T4")},
+       Join(Times(3, Ask(1, 600, 1000)), Times(3, Ask(1, 400, 1000))),
+       3000},
+      // Whole GPUs leave the rest to one 0.7 share each.
+      {"whole GPUs and shares above half",
+       {Node(64000, 2, "T4")},
+       Join(Times(1, Ask(1, 1000, 1000)), Times(3, Ask(1, 700, 1000))),
+       1700},
       // 8 cores feed two 4-core pods.
       {"CPU binds", {Node(8000, 4, "T4")}, Times(4, Ask(1, 1000, 4000)), 2000},
       {"memory binds", {Node(64000, 4, "T4", 10240)}, Times(4, Ask(1, 1000, 1000, 0, 4096)), 2500},
