@@ -27,6 +27,7 @@ struct NodeSpec {
   // Memory of each GPU as the node reports it (NVML's total, a little below the nominal size);
   // 0 = the catalog model's. MPS limits and time-slice memory are bounded by it.
   int64_t gpu_memory_mib = 0;
+  bool operator==(const NodeSpec&) const = default;
 };
 
 // What a workload (one pod) asks for. num_gpu == 0: CPU-only. num_gpu == 1 and

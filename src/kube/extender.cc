@@ -144,8 +144,11 @@ struct Extender::State {
     ++generation;
   }
 
+  // An update that translates to what is known already (a status heartbeat, a request's copy
+  // of the node) changes nothing: the node's model, the views and the filter's verdicts stay.
   void SetNode(const std::string& name, NodeEntry e) {
     auto it = nodes.find(name);
+    if (it != nodes.end() && it->second.info == e.info && it->second.error == e.error) return;
     std::optional<NodeEntry> before;
     if (it != nodes.end()) before = std::move(it->second);
     NodeEntry& now = nodes[name] = std::move(e);

@@ -290,6 +290,7 @@ struct NodeInfo {
   GpuMask unhealthy = 0;                           // GPUs the inventory reports unhealthy
   std::map<std::string, int64_t> mig_allocatable;  // profile -> allocatable nvidia.com/mig-*
   std::string sharing_strategy;                    // GFD: none | mps | time-slicing; "" unknown
+  bool operator==(const NodeInfo&) const = default;
 };
 
 // GPU count: healthy and unhealthy GPUs of the inventory if present, else allocatable

@@ -570,10 +570,20 @@ TEST_F(ExtenderTest, PrioritizeReusesTheFilterVerdictsUntilSomethingChanges) {
   EXPECT_EQ(score(out, "gpu-a"), 0);
   EXPECT_EQ(score(out, "gpu-c"), 10);
 
+  // A node update that changes nothing the extender keeps (a status heartbeat) keeps them.
+  ASSERT_EQ(ext_.Filter(Args(pod, {"gpu-a", "gpu-c"}))["NodeNames"], Json({"gpu-c"}));
+  Json heartbeat = NodeJson("gpu-c", "Tesla-T4", 4);
+  heartbeat["metadata"]["resourceVersion"] = "4712";
+  heartbeat["status"]["conditions"][1]["lastHeartbeatTime"] = "2026-01-02T03:00:10Z";
+  ASSERT_TRUE(ext_.UpsertNode(heartbeat).ok());
+  out = ext_.Prioritize(Args(pod, {"gpu-a", "gpu-c"}));
+  EXPECT_EQ(ext_.stats().fits_reused, 4);
+  EXPECT_EQ(score(out, "gpu-c"), 10);
+
   // Another pod: its fits are its own.
   const Json one = PodJson("one", "uid-one", R"({"nvidia.com/gpu": "1"})"_json);
   out = ext_.Prioritize(Args(one, {"gpu-a", "gpu-c"}));
-  EXPECT_EQ(ext_.stats().fits_reused, 2);
+  EXPECT_EQ(ext_.stats().fits_reused, 4);
   EXPECT_GT(score(out, "gpu-a") + score(out, "gpu-c"), 0);
 
   // Three of gpu-c's four GPUs are taken after the filter: the pair no longer fits there.
@@ -582,7 +592,7 @@ TEST_F(ExtenderTest, PrioritizeReusesTheFilterVerdictsUntilSomethingChanges) {
       ext_.UpsertPod(PodJson("three", "uid-three", R"({"nvidia.com/gpu": "3"})"_json, 0, "gpu-c"))
           .ok());
   out = ext_.Prioritize(Args(pod, {"gpu-c"}));
-  EXPECT_EQ(ext_.stats().fits_reused, 2);
+  EXPECT_EQ(ext_.stats().fits_reused, 4);
   EXPECT_EQ(score(out, "gpu-c"), 0);
 }
 
