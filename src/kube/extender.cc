@@ -661,8 +661,8 @@ Json Extender::PrioritizeLocked(const Json& args) {
     auto pod = TranslatePod(args["Pod"]);
     if (pod.ok() && pod->wants_gpu()) {
       s.Observe(*pod);
-      const bool same = s.last_filter.generation == s.generation && !s.last_filter.pod.empty() &&
-                        s.last_filter.pod == args["Pod"].dump();
+      const bool same =
+          s.last_filter.generation == s.generation && s.last_filter.pod == args["Pod"].dump();
       scores = s.Scores(*pod, names, same ? &s.last_filter.fits : nullptr);
     }
   }

@@ -7,7 +7,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "policies/capacity_prices.h"
@@ -29,21 +28,23 @@ struct Group {
 // most 1.
 constexpr int kDff = 3;
 
-// u^(k) of a piece of `milli` GPU, per GPU of the piece.
-double DffPerGpu(int k, int64_t milli) {
-  const int64_t scaled = (k + 1) * milli;
-  if (scaled % 1000 == 0) return 1.0;
-  return static_cast<double>(scaled / 1000) / k / (static_cast<double>(milli) / 1000.0);
-}
-
-// Pieces of the same u^(1..kDff) steps: (k + 1) x whole, or its floor.
-int64_t DffBand(int64_t milli) {
+// A piece of `milli` GPU under u^(1..kDff): its u per GPU of the piece, and its band, which
+// pieces share when every u^(k) takes the same step for them ((k + 1) x whole, or its floor).
+struct Dff {
   int64_t band = 0;
+  std::array<double, kDff> per_gpu{};
+};
+Dff DffOf(int64_t milli) {
+  Dff out;
   for (int k = 1; k <= kDff; ++k) {
     const int64_t scaled = (k + 1) * milli;
-    band = band * 64 + (scaled % 1000 == 0 ? 32 : 0) + scaled / 1000;
+    const bool whole = scaled % 1000 == 0;
+    out.band = out.band * 64 + (whole ? 32 : 0) + scaled / 1000;
+    out.per_gpu[k - 1] =
+        whole ? 1.0
+              : static_cast<double>(scaled / 1000) / k / (static_cast<double>(milli) / 1000.0);
   }
-  return band;
+  return out;
 }
 
 struct Class {
@@ -57,9 +58,16 @@ struct Class {
 
 struct Pod {
   double gpu, cpu_per_gpu, mem_per_gpu;
-  int64_t band;  // DffBand of its pieces
-  std::array<double, kDff> dff;
+  Dff dff;  // of its pieces
 };
+
+// A class of `kind` (GPU count, allowed models) with nothing in it yet.
+Class EmptyClass(const std::pair<int, ModelMask>& kind) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Class c{kind.first, kind.second, 0, inf, inf, {}};
+  c.dff.fill(inf);
+  return c;
+}
 
 std::vector<Group> GroupsOf(const std::vector<NodeSpec>& nodes) {
   std::map<std::pair<GpuModelId, int>, Group> by;
@@ -79,24 +87,19 @@ std::vector<Group> GroupsOf(const std::vector<NodeSpec>& nodes) {
 
 // The arrived GPU pods by GPU count and allowed models; each such kind is cut, in order of CPU
 // per GPU, into runs of about equal GPU (in proportion to the kind's share of the GPU asked, at
-// least one), and each run split by the pieces' u^(k) steps (DffBand).
+// least one), and each run split by the pieces' u^(k) steps (Dff::band).
 std::vector<Class> ClassesOf(std::span<const Demand> arrived, int max_classes) {
   std::map<std::pair<int, ModelMask>, std::vector<Pod>> kinds;
   double total = 0;
   for (const Demand& d : arrived) {
     if (d.num_gpu <= 0 || d.gpu_milli <= 0) continue;
     const double gpu = static_cast<double>(d.TotalMilliGpu()) / 1000.0;
-    Pod pod{gpu,
-            static_cast<double>(d.cpu.v) / 1000.0 / gpu,
-            static_cast<double>(d.memory.v) / 1024.0 / gpu,
-            DffBand(d.gpu_milli),
-            {}};
-    for (int k = 1; k <= kDff; ++k) pod.dff[k - 1] = DffPerGpu(k, d.gpu_milli);
-    kinds[{d.num_gpu, d.models}].push_back(pod);
+    kinds[{d.num_gpu, d.models}].push_back({gpu, static_cast<double>(d.cpu.v) / 1000.0 / gpu,
+                                            static_cast<double>(d.memory.v) / 1024.0 / gpu,
+                                            DffOf(d.gpu_milli)});
     total += gpu;
   }
   std::vector<Class> out;
-  const double inf = std::numeric_limits<double>::infinity();
   for (auto& [kind, pods] : kinds) {
     std::sort(pods.begin(), pods.end(),
               [](const Pod& a, const Pod& b) { return a.cpu_per_gpu < b.cpu_per_gpu; });
@@ -107,16 +110,14 @@ std::vector<Class> ClassesOf(std::span<const Demand> arrived, int max_classes) {
     double done = 0;
     int made = 0;
     for (size_t i = 0; i < pods.size(); ++i) {
-      auto [it, added] = run.try_emplace(pods[i].band);
-      Class& c = it->second;
-      if (added) c = Class{kind.first, kind.second, 0, inf, inf, {inf, inf, inf}};
+      Class& c = run.try_emplace(pods[i].dff.band, EmptyClass(kind)).first->second;
       c.gpu += pods[i].gpu;
       c.cpu = std::min(c.cpu, pods[i].cpu_per_gpu);
       c.mem = std::min(c.mem, pods[i].mem_per_gpu);
-      for (int k = 0; k < kDff; ++k) c.dff[k] = std::min(c.dff[k], pods[i].dff[k]);
+      for (int k = 0; k < kDff; ++k) c.dff[k] = std::min(c.dff[k], pods[i].dff.per_gpu[k]);
       done += pods[i].gpu;
       if (i + 1 == pods.size() || done >= share * (made + 1) / cuts) {
-        for (auto& [band, c] : run) out.push_back(c);
+        for (auto& [band, cls] : run) out.push_back(cls);
         run.clear();
         ++made;
       }
