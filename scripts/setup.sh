@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build g++ clang clang-format libgtest-dev libgmock-dev
   libbenchmark-dev nlohmann-json3-dev libcli11-dev jq time libcpp-httplib-dev libssl-dev
   libyaml-cpp-dev pkg-config buildah ca-certificates openssl python3 python3-yaml
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc prometheus ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,7 +15,16 @@ if [ "${TESSERA_SKIP_K8S:-0}" != 1 ]; then
   k8s_pid=$!
 fi
 
-cmake --preset asan >/dev/null
+# Compiler output is cached outside the repository (keyed by ccache on the compiler, its flags
+# and the preprocessed source), so a clone builds only what changed since the last run.
+# TESSERA_CCACHE=0 builds without it.
+launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER= -DCMAKE_C_COMPILER_LAUNCHER=)
+if [ "${TESSERA_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null; then
+  export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera/ccache}"
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-6G}"
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake --preset asan "${launcher[@]}" >/dev/null
 cmake --build --preset asan
 
 extra=()
