@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 
 namespace tessera {
 namespace {
@@ -12,34 +13,44 @@ constexpr double kEps = 1e-9;
 
 // Unbounded knapsack over capacity kCap: best[c] = max value of sizes summing to <= c.
 // Returns best[] and, in `pattern`, the counts of the best pattern for the full capacity.
+// Every sum of sizes is a multiple of their gcd g, so best[c] = best[g * floor(c / g)]: the
+// table is filled at multiples of g only, in the same order, which gives the same values and
+// pattern as filling every capacity.
 std::array<double, kCap + 1> Knapsack(const std::vector<int>& sizes, const std::vector<double>& y,
                                       std::vector<double>* pattern) {
-  std::array<double, kCap + 1> best{};
-  std::array<int, kCap + 1> pick{};  // -1: capacity c - 1 is as good
+  int g = 0;
+  for (int s : sizes) g = std::gcd(g, s);
+  if (g <= 0) g = 1;
+  const int steps = kCap / g;
+  std::array<double, kCap + 1> grid{};  // grid[k] = best[k * g]
+  std::array<int, kCap + 1> pick{};     // -1: capacity (k - 1) * g is as good
   pick[0] = -1;
-  for (int c = 1; c <= kCap; ++c) {
-    best[c] = best[c - 1];
-    pick[c] = -1;
+  for (int k = 1; k <= steps; ++k) {
+    grid[k] = grid[k - 1];
+    pick[k] = -1;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      if (sizes[i] > c || y[i] <= 0) continue;
-      const double v = best[c - sizes[i]] + y[i];
-      if (v > best[c] + kEps) {
-        best[c] = v;
-        pick[c] = static_cast<int>(i);
+      const int units = sizes[i] / g;
+      if (units > k || y[i] <= 0) continue;
+      const double v = grid[k - units] + y[i];
+      if (v > grid[k] + kEps) {
+        grid[k] = v;
+        pick[k] = static_cast<int>(i);
       }
     }
   }
   if (pattern != nullptr) {
     pattern->assign(sizes.size(), 0.0);
-    for (int c = kCap; c > 0;) {
-      if (pick[c] < 0) {
-        --c;
+    for (int k = steps; k > 0;) {
+      if (pick[k] < 0) {
+        --k;
       } else {
-        (*pattern)[pick[c]] += 1;
-        c -= sizes[pick[c]];
+        (*pattern)[pick[k]] += 1;
+        k -= sizes[pick[k]] / g;
       }
     }
   }
+  std::array<double, kCap + 1> best{};
+  for (int c = 0; c <= kCap; ++c) best[c] = grid[c / g];
   return best;
 }
 

@@ -714,5 +714,47 @@ TEST(SharePricesTest, ScarceFillersAreFree) {
   EXPECT_NEAR(p.Loss(1000, 810), 0.0, 1e-9);
 }
 
+TEST(SharePricesTest, FillsGapsThatAreNotMultiplesOfTheSizes) {
+  // Sizes 300 and 450 (gcd 150; 1000 is not a multiple): y_300 = 1/3 (three per GPU), y_450 =
+  // 1/2 (two per GPU), and a 450 with a 300 is worth 5/6.
+  const std::vector<ShareCount> items = {{300, 1}, {450, 1}};
+  const SharePrices p = SharePrices::Solve(items);
+  EXPECT_NEAR(p.Price(300), 1.0 / 3.0, 1e-9);
+  EXPECT_NEAR(p.Price(450), 0.5, 1e-9);
+  EXPECT_NEAR(p.objective(), 5.0 / 12.0, 1e-9);
+  EXPECT_NEAR(p.BestFill(299), 0.0, 1e-9);
+  EXPECT_NEAR(p.BestFill(749), 2.0 / 3.0, 1e-9);
+  EXPECT_NEAR(p.BestFill(750), 5.0 / 6.0, 1e-9);
+  EXPECT_NEAR(p.BestFill(899), 5.0 / 6.0, 1e-9);
+  EXPECT_NEAR(p.BestFill(900), 1.0, 1e-9);
+  EXPECT_NEAR(p.BestFill(1000), 1.0, 1e-9);
+  EXPECT_NEAR(p.Loss(700, 450), 1.0 / 6.0, 1e-9);  // a 450 leaves 250, which holds nothing
+}
+
+TEST(SharePricesTest, BestFillIsTheKnapsackOfThePrices) {
+  // K(r) against an unbounded knapsack over every capacity, on random size sets: with and
+  // without a common divisor, some not dividing 1000.
+  Rng rng(7);
+  const std::vector<int> steps = {1, 7, 10, 30, 125, 150};
+  for (int round = 0; round < 60; ++round) {
+    const int step = steps[round % steps.size()];
+    std::vector<ShareCount> items;
+    const int n = 1 + static_cast<int>(rng.Uniform(6));
+    for (int i = 0; i < n; ++i) {
+      const int units = 1 + static_cast<int>(rng.Uniform(999 / step));
+      if (units * step < 1000) items.push_back({units * step, 1.0 + 5.0 * rng.UniformDouble()});
+    }
+    const SharePrices p = SharePrices::Solve(items);
+    std::vector<double> best(1001, 0.0);
+    for (int c = 1; c <= 1000; ++c) {
+      best[c] = best[c - 1];
+      for (const ShareCount& it : items)
+        if (it.milli <= c) best[c] = std::max(best[c], best[c - it.milli] + p.Price(it.milli));
+    }
+    for (int c = 0; c <= 1000; ++c)
+      ASSERT_NEAR(p.BestFill(c), best[c], 1e-7) << "round " << round << ", capacity " << c;
+  }
+}
+
 }  // namespace
 }  // namespace tessera
