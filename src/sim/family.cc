@@ -315,8 +315,8 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
   }
   const bool bounds = !results.front().bounds.empty();
   if (bounds) {
-    head += " bound @100 | bound @end |";
-    rule += "---:|---:|";
+    head += " bound @100 | bound @end | share packing @100 |";
+    rule += "---:|---:|---:|";
   }
   const bool diff = Find(results.front(), candidate) && Find(results.front(), reference);
   if (diff) {
@@ -334,11 +334,13 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
       row += Printf(" %.2f ± %.2f |", s.unalloc_at_130.mean, s.unalloc_at_130.stddev);
     if (bounds) {
       if (r.bounds.empty()) {
-        row += " | |";
+        row += " | | |";
       } else {
         const FillBoundStats b = SummarizeFillBounds(r.bounds);
         row += Printf(" %.2f ± %.2f |", b.at_100.mean, b.at_100.stddev);
         row += Printf(" %.2f ± %.2f |", b.at_130.mean, b.at_130.stddev);
+        row += b.share_packing_at_100 ? Printf(" %.2f |", b.share_packing_at_100->mean)
+                                      : std::string(" - |");
       }
     }
     if (diff) {
@@ -472,7 +474,11 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
     m["policies"] = policies;
     if (!r.bounds.empty()) {
       const FillBoundStats b = SummarizeFillBounds(r.bounds);
-      m["bound"] = {{"unalloc_pct_at_100", stat(b.at_100)}, {"unalloc_pct_at_130", stat(b.at_130)}};
+      m["bound"] = {
+          {"unalloc_pct_at_100", stat(b.at_100)},
+          {"unalloc_pct_at_130", stat(b.at_130)},
+          {"share_packing_pct_at_100",
+           b.share_packing_at_100 ? stat(*b.share_packing_at_100) : nlohmann::json(nullptr)}};
     }
     mixes.push_back(m);
   }

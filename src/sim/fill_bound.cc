@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "policies/capacity_prices.h"
+#include "policies/share_prices.h"
 #include "sim/parallel.h"
 
 namespace tessera {
@@ -185,6 +186,34 @@ Result<double> FluidPlaceableMilliGpu(const std::vector<NodeSpec>& nodes,
   return std::min({bound, asked, held}) * 1000.0;
 }
 
+std::optional<double> SharePackingFloorPct(std::span<const Demand> arrived) {
+  std::map<int, double> shares;  // milli -> count
+  double share_gpu = 0, whole_gpu = 0;
+  for (const Demand& d : arrived) {
+    if (d.num_gpu <= 0 || d.gpu_milli <= 0) continue;
+    if (d.gpu_milli >= 1000) {
+      whole_gpu += static_cast<double>(d.TotalMilliGpu()) / 1000.0;
+    } else {
+      shares[d.gpu_milli] += d.num_gpu;
+      share_gpu += static_cast<double>(d.TotalMilliGpu()) / 1000.0;
+    }
+  }
+  if (shares.empty()) {
+    if (whole_gpu > 0) return 0.0;
+    return std::nullopt;
+  }
+  if (shares.size() > SharePrices::kMaxSizes) return std::nullopt;
+  std::vector<ShareCount> items;
+  double count = 0;
+  for (const auto& [milli, n] : shares) {
+    items.push_back({milli, n});
+    count += n;
+  }
+  // The LP's objective is in GPUs per share, over the counts it was given.
+  const double packed = SharePrices::Solve(items).objective() * count;
+  return 100.0 * std::max(0.0, packed - share_gpu) / (packed + whole_gpu);
+}
+
 Result<FillBoundRun> ComputeFillBound(const std::vector<NodeSpec>& nodes,
                                       const std::vector<Workload>& pods, double tune_ratio,
                                       uint64_t seed) {
@@ -208,6 +237,7 @@ Result<FillBoundRun> ComputeFillBound(const std::vector<NodeSpec>& nodes,
   Result<double> first = FluidPlaceableMilliGpu(nodes, std::span(demands).first(at_100));
   if (!first.ok()) return first.status();
   run.unalloc_pct_at_100 = 100.0 - *first / capacity * 100.0;
+  run.share_packing_pct_at_100 = SharePackingFloorPct(std::span(demands).first(at_100));
   Result<double> end = FluidPlaceableMilliGpu(nodes, demands);
   if (!end.ok()) return end.status();
   run.unalloc_pct_at_130 = 100.0 - *end / capacity * 100.0;
@@ -215,12 +245,15 @@ Result<FillBoundRun> ComputeFillBound(const std::vector<NodeSpec>& nodes,
 }
 
 FillBoundStats SummarizeFillBounds(const std::vector<FillBoundRun>& runs) {
-  std::vector<double> at_100, at_130;
+  std::vector<double> at_100, at_130, packing;
   for (const FillBoundRun& r : runs) {
     at_100.push_back(r.unalloc_pct_at_100);
     at_130.push_back(r.unalloc_pct_at_130);
+    if (r.share_packing_pct_at_100) packing.push_back(*r.share_packing_pct_at_100);
   }
-  return {Stats::Of(at_100), Stats::Of(at_130)};
+  FillBoundStats out{Stats::Of(at_100), Stats::Of(at_130), std::nullopt};
+  if (!runs.empty() && packing.size() == runs.size()) out.share_packing_at_100 = Stats::Of(packing);
+  return out;
 }
 
 Result<std::vector<FillBoundRun>> ComputeFillBounds(const std::vector<NodeSpec>& nodes,

@@ -25,9 +25,17 @@
 // feasible, so it stays valid even if the solver stops before the optimum. It is loose where
 // the loss is integral beyond those rows (a node's CPU or GPUs left in pieces, whole nodes for
 // multi-GPU pods) and tight where model pins, CPU, memory or share sizes bind.
+//
+// Beside the bound, a reference figure that is not a bound: the share-packing floor, the GPU
+// that packing every arrived share as tightly as the cutting-stock LP allows would leave unused
+// (policies/share_prices.h), as a % of the GPUs that packing and the whole-GPU pods would fill.
+// It ignores CPU, memory, model pins and nodes, and a policy that leaves a share out can go
+// below it; where shares decide the result it says how much of the gap to the bound is the
+// shares' sizes rather than the placement.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -43,17 +51,27 @@ namespace tessera {
 Result<double> FluidPlaceableMilliGpu(const std::vector<NodeSpec>& nodes,
                                       std::span<const Demand> arrived, int max_classes = 64);
 
+// The share-packing floor of `arrived` (see above), in %: 100 (L - S) / (L + W) for the shares'
+// GPU S, the LP's GPUs L to hold them all and the whole GPUs W asked (a pod of n GPUs of m < 1000
+// milli is n shares of m). 0 without shares; nullopt without GPU pods or with more distinct
+// share sizes than SharePrices::kMaxSizes.
+std::optional<double> SharePackingFloorPct(std::span<const Demand> arrived);
+
 struct FillBoundRun {
   uint64_t seed = 0;
   // Lower bounds on the unallocated GPU %: at the first arrival at or past 100% of GPU capacity
   // (the fill's unalloc_pct_at_100), and after the whole sequence (unalloc_pct_at_130).
   double unalloc_pct_at_100 = 0;
   double unalloc_pct_at_130 = 0;
+  // SharePackingFloorPct of the arrivals up to 100% (not a bound).
+  std::optional<double> share_packing_pct_at_100;
 };
 
-// The mean and spread over seeds of each of the two bounds.
+// The mean and spread over seeds of each of the two bounds, and of the share-packing floor when
+// every run has one.
 struct FillBoundStats {
   Stats at_100, at_130;
+  std::optional<Stats> share_packing_at_100;
 };
 FillBoundStats SummarizeFillBounds(const std::vector<FillBoundRun>& runs);
 

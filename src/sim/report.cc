@@ -56,6 +56,12 @@ std::string FillTable(const std::vector<FillSummary>& results,
                   bounds->size(), b.at_100.mean, b.at_100.stddev, b.at_130.mean, b.at_130.stddev,
                   "-", "-");
     out += line;
+    if (b.share_packing_at_100) {
+      std::snprintf(line, sizeof line,
+                    "share packing floor at 100%% (not a bound): %.2f (%.2f); docs/BENCHMARK.md\n",
+                    b.share_packing_at_100->mean, b.share_packing_at_100->stddev);
+      out += line;
+    }
   }
   return out;
 }
@@ -101,13 +107,19 @@ std::string FillJson(const std::vector<FillSummary>& results, const std::string&
     for (const FillBoundRun& r : *bounds)
       runs.push_back({{"seed", r.seed},
                       {"unalloc_pct_at_100", r.unalloc_pct_at_100},
-                      {"unalloc_pct_at_130", r.unalloc_pct_at_130}});
+                      {"unalloc_pct_at_130", r.unalloc_pct_at_130},
+                      {"share_packing_pct_at_100", r.share_packing_pct_at_100
+                                                       ? nlohmann::json(*r.share_packing_pct_at_100)
+                                                       : nlohmann::json(nullptr)}});
     const FillBoundStats b = SummarizeFillBounds(*bounds);
-    j["bound"] = {{"unalloc_pct_at_100", b.at_100.mean},
-                  {"unalloc_pct_at_130", b.at_130.mean},
-                  {"unalloc_pct_at_100_stats", StatsJson(b.at_100)},
-                  {"unalloc_pct_at_130_stats", StatsJson(b.at_130)},
-                  {"runs", runs}};
+    j["bound"] = {
+        {"unalloc_pct_at_100", b.at_100.mean},
+        {"unalloc_pct_at_130", b.at_130.mean},
+        {"unalloc_pct_at_100_stats", StatsJson(b.at_100)},
+        {"unalloc_pct_at_130_stats", StatsJson(b.at_130)},
+        {"share_packing_pct_at_100_stats",
+         b.share_packing_at_100 ? StatsJson(*b.share_packing_at_100) : nlohmann::json(nullptr)},
+        {"runs", runs}};
   }
   return j.dump(2) + "\n";
 }

@@ -8,6 +8,7 @@
 
 #include "cluster/gpu_catalog.h"
 #include "core/random.h"
+#include "policies/share_prices.h"
 #include "sim/family.h"
 #include "sim/fill.h"
 #include "sim/report.h"
@@ -193,7 +194,8 @@ TEST(FillBound, ReportsCarryTheBound) {
   FillSummary s;
   s.policy = "fgd";
   s.unalloc_at_100 = {.mean = 5};
-  const std::vector<FillBoundRun> bounds = {{42, 1.0, 0.5}, {43, 3.0, 0.5}};
+  const std::vector<FillBoundRun> bounds = {{42, 1.0, 0.5, std::nullopt},
+                                            {43, 3.0, 0.5, std::nullopt}};
   const std::string table = FillTable({s}, &bounds);
   EXPECT_NE(table.find("bound            2        2.00 (1.41)        0.50 (0.00)"),
             std::string::npos)
@@ -204,6 +206,49 @@ TEST(FillBound, ReportsCarryTheBound) {
   EXPECT_EQ(j["bound"]["runs"].size(), 2u);
   EXPECT_EQ(j["bound"]["runs"][1]["seed"].get<uint64_t>(), 43u);
   EXPECT_FALSE(nlohmann::json::parse(FillJson({s}, "n.csv", "p.csv")).contains("bound"));
+}
+
+TEST(FillBound, SharePackingFloorOfHandSolvedMixes) {
+  // Two 470s, a 650 and two 320s need 7/3 GPUs at best ({470, 470}, {650, 320} and a third of
+  // {320, 320, 320}) for 2.23 GPUs of shares; with 2 whole GPUs beside them, 0.1033 of 4.3333
+  // GPUs stay unused.
+  const std::vector<Demand> mixed =
+      Join(Join(Times(2, Ask(1, 470, 1000)), {Ask(1, 650, 1000), Ask(2, 1000, 1000)}),
+           Times(2, Ask(1, 320, 1000)));
+  const std::optional<double> floor = SharePackingFloorPct(mixed);
+  ASSERT_TRUE(floor.has_value());
+  EXPECT_NEAR(*floor, 100.0 * (7.0 / 3.0 - 2.23) / (7.0 / 3.0 + 2.0), 1e-6);
+  // Halves pair up exactly: nothing is lost; a GPU count of shares counts each share.
+  EXPECT_NEAR(*SharePackingFloorPct(Times(4, Ask(1, 500, 1000))), 0.0, 1e-9);
+  EXPECT_NEAR(*SharePackingFloorPct(std::vector<Demand>{Ask(2, 600, 1000)}), 100.0 * 0.8 / 2.0,
+              1e-6);
+  // Whole GPUs only: nothing to pack; CPU-only pods only: no figure.
+  EXPECT_EQ(SharePackingFloorPct(Times(3, Ask(1, 1000, 1000))), std::optional<double>(0.0));
+  EXPECT_FALSE(SharePackingFloorPct(Times(3, Ask(0, 0, 1000))).has_value());
+  // More distinct sizes than the LP takes: no figure.
+  std::vector<Demand> many;
+  for (int m = 100; m < 100 + 10 * static_cast<int>(SharePrices::kMaxSizes + 1); m += 10)
+    many.push_back(Ask(1, m, 1000));
+  EXPECT_FALSE(SharePackingFloorPct(many).has_value());
+  many.pop_back();
+  EXPECT_TRUE(SharePackingFloorPct(many).has_value());
+}
+
+TEST(FillBound, ReportsCarryTheSharePackingFloor) {
+  FillSummary s;
+  s.policy = "fgd";
+  std::vector<FillBoundRun> bounds = {{42, 1.0, 0.5, 3.0}, {43, 3.0, 0.5, 5.0}};
+  EXPECT_NE(FillTable({s}, &bounds).find("share packing floor at 100% (not a bound): 4.00 (1.41)"),
+            std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(FillJson({s}, "n.csv", "p.csv", &bounds));
+  EXPECT_DOUBLE_EQ(j["bound"]["share_packing_pct_at_100_stats"]["mean"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(j["bound"]["runs"][0]["share_packing_pct_at_100"].get<double>(), 3.0);
+  // One seed without the figure: no mean, and that run's figure is null.
+  bounds[1].share_packing_pct_at_100.reset();
+  EXPECT_EQ(FillTable({s}, &bounds).find("share packing"), std::string::npos);
+  j = nlohmann::json::parse(FillJson({s}, "n.csv", "p.csv", &bounds));
+  EXPECT_TRUE(j["bound"]["share_packing_pct_at_100_stats"].is_null());
+  EXPECT_TRUE(j["bound"]["runs"][1]["share_packing_pct_at_100"].is_null());
 }
 
 FamilyMixResult FakeMix(const std::string& name, double cand, double ref, double bound) {
@@ -222,7 +267,7 @@ FamilyMixResult FakeMix(const std::string& name, double cand, double ref, double
   run.unalloc_pct_at_130 = cand;
   c.runs = {run};
   r.results = {c, f};
-  r.bounds = {{42, bound, bound}};
+  r.bounds = {{42, bound, bound, std::nullopt}};
   return r;
 }
 
