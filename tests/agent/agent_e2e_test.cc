@@ -29,6 +29,7 @@
 #include "tests/agent/fake_kubelet.h"
 #include "tests/agent/fake_node.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera::agent {
 namespace {
@@ -116,7 +117,7 @@ class AgentE2e : public ::testing::Test {
     config_.plugin.kubelet_poll_ms = 100;
     config_.plugin.allocator.cdi_dir = dir_ + "/cdi";
     config_.plugin.allocator.mps_root = dir_ + "/mps";
-    config_.mps.control = std::string(TESSERA_AGENT_TEST_DIR) + "/fake_mps_control.sh";
+    config_.mps.control = test::SourceDir() + "/tests/agent/fake_mps_control.sh";
     config_.state_dir = dir_ + "/state";
     config_.metrics_address = "127.0.0.1:0";
     config_.proc_root = dir_ + "/proc";

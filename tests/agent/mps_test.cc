@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/agent/fake_node.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera::agent {
 namespace {
@@ -29,7 +30,7 @@ class Mps : public ::testing::Test {
     std::remove(record_.c_str());
     setenv("TESSERA_FAKE_MPS_RECORD", record_.c_str(), 1);
     unsetenv("TESSERA_FAKE_MPS_FAIL");
-    options_.control = std::string(TESSERA_AGENT_TEST_DIR) + "/fake_mps_control.sh";
+    options_.control = test::SourceDir() + "/tests/agent/fake_mps_control.sh";
     options_.root = TempPath("mps");
   }
   void TearDown() override {

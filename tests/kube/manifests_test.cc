@@ -14,6 +14,7 @@
 
 #include "kube/scheduler.h"
 #include "kube/translate.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera::kube {
 namespace {
@@ -31,7 +32,7 @@ struct Doc {
 const std::vector<Doc>& AllDocs() {
   static const std::vector<Doc> docs = [] {
     std::vector<Doc> out;
-    const fs::path root = fs::path(TESSERA_SOURCE_DIR) / "deploy";
+    const fs::path root = fs::path(test::SourceDir()) / "deploy";
     std::vector<fs::path> files;
     for (const auto& e : fs::recursive_directory_iterator(root))
       if (e.is_regular_file() &&

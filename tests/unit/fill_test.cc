@@ -14,6 +14,7 @@
 
 #include "core/random.h"
 #include "sim/trace.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -499,7 +500,7 @@ TEST(StatsTest, Of) {
 // The FGD paper's ordering on a subsample of the real default trace.
 
 TEST(RealTraceFillTest, PolicyOrderingOnSubsample) {
-  const std::string dir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-2023";
+  const std::string dir = test::SharedDir() + "/traces/alibaba-gpu-2023";
   const std::string nodes_path = dir + "/openb_node_list_gpu_node.csv";
   const std::string pods_path = dir + "/openb_pod_list_default.csv";
   if (!std::filesystem::exists(nodes_path) || !std::filesystem::exists(pods_path))

@@ -16,6 +16,7 @@
 #include "cluster/mig_geometry.h"
 #include "sharing/inference_planner.h"
 #include "sim/parva.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -421,7 +422,7 @@ int Verify(const std::string& dir, const std::string& deploy_path, int scenario)
 
 }  // namespace check
 
-const std::string kParvaDir = std::string(TESSERA_SHARED_DIR) + "/benchmarks/parvagpu";
+const std::string kParvaDir = test::SharedDir() + "/benchmarks/parvagpu";
 
 TEST(ParvaBenchmarkTest, EveryScenarioMeetsSlosOnFewerGpus) {
   if (!std::filesystem::is_directory(kParvaDir)) GTEST_SKIP() << kParvaDir << " not present";

@@ -25,6 +25,7 @@
 #include "sim/report.h"
 #include "sim/sharing_scenario.h"
 #include "sim/trace.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -274,8 +275,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BomCase>& info) { return info.param.label; });
 
 TEST(BomTest, SharingScenarioFileWithBom) {
-  auto text =
-      ReadFileToString(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/sharing-small.json");
+  auto text = ReadFileToString(test::SourceDir() + "/bench/scenarios/sharing-small.json");
   ASSERT_TRUE(text.ok()) << text.status().message();
   auto plain = ParseSharingScenario(*text, "s.json");
   ASSERT_TRUE(plain.ok()) << plain.status().message();

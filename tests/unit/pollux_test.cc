@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/pollux_sim.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -590,7 +591,7 @@ struct Bench {
 };
 
 std::string BenchDir() {
-  return std::string(TESSERA_SHARED_DIR) + "/benchmarks/pollux";
+  return test::SharedDir() + "/benchmarks/pollux";
 }
 
 Bench LoadBench(bool simulator_model) {

@@ -7,6 +7,7 @@
 #include "sharing/eviction.h"
 #include "sim/sharing_scenario.h"
 #include "sim/sharing_sim.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -362,8 +363,7 @@ TEST(SharingPreemptionTest, AFractionEvictsOnlyWhatItNeeds) {
 
 // The bench scenario with training above the rest: the bar, with isolation intact.
 TEST(SharingPreemptionTest, TrainingPriorityOnTheMixedScenario) {
-  auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) +
-                               "/bench/scenarios/sharing-mixed-priority.json");
+  auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/sharing-mixed-priority.json");
   ASSERT_TRUE(s.ok()) << s.status().message();
   auto r = CompareSharing(*s, s->seed, {"tessera"});
   ASSERT_TRUE(r.ok()) << r.status().message();

@@ -13,13 +13,14 @@
 
 #include "sim/queue_scenario.h"
 #include "sim/trace.h"
+#include "tests/support/test_paths.h"
 
 #include <unistd.h>
 
 namespace tessera {
 namespace {
 
-const std::string kScenarios = std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/";
+const std::string kScenarios = test::SourceDir() + "/bench/scenarios/";
 
 struct Loaded {
   QueueCluster cluster;
@@ -364,7 +365,7 @@ TEST(QueueScenarioTest, TraceModeAssignsQueuesByNameHash) {
 
 TEST(QueueScenarioTest, ReadsTheAlibabaTrace) {
   const std::string pods =
-      std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-2023/openb_pod_list_default.csv";
+      test::SharedDir() + "/traces/alibaba-gpu-2023/openb_pod_list_default.csv";
   if (!std::filesystem::exists(pods)) GTEST_SKIP() << "no trace at " << pods;
   Loaded l = Load("queues-fair");
   auto jobs = ReadQueueWorkload(pods, l.cluster);

@@ -12,6 +12,7 @@
 
 #include "core/random.h"
 #include "sim/trace.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -440,7 +441,7 @@ TEST(ReplayTest, JsonHasTheDocumentedFields) {
   EXPECT_NE(table.find("tessera"), std::string::npos);
 }
 
-const std::string kTraceDir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-2023";
+const std::string kTraceDir = test::SharedDir() + "/traces/alibaba-gpu-2023";
 
 bool HaveTrace() {
   return std::filesystem::exists(kTraceDir + "/openb_pod_list_default.csv");

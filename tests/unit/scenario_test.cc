@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "policies/builtin.h"
 #include "sim/trace.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -124,7 +125,7 @@ std::string GpuList(GpuMask m) {
 }
 
 std::vector<std::string> ScenarioFiles() {
-  const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/scenarios";
+  const std::string dir = test::SourceDir() + "/tests/scenarios";
   std::vector<std::string> out;
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "sim/sharing_scenario.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -34,13 +35,12 @@ TEST(SharingScenarioTest, ReadsTheBenchScenarios) {
   for (const char* name :
        {"sharing-small.json", "sharing-mixed.json", "sharing-steady-training.json",
         "sharing-long-evening.json", "sharing-fewer-80gb.json", "sharing-no-training.json"}) {
-    auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/" + name);
+    auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/" + name);
     ASSERT_TRUE(s.ok()) << s.status().message();
     EXPECT_FALSE(s->classes.empty());
     EXPECT_GT(SharingGpuCount(*s), 0);
   }
-  auto s =
-      ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/sharing-mixed.json");
+  auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/sharing-mixed.json");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->name, "sharing-mixed");
   EXPECT_EQ(SharingGpuCount(*s), 128);
@@ -510,7 +510,7 @@ TEST(SharingSimTest, RejectsUnknownStrategies) {
 }
 
 std::vector<SharingMetrics> Compare(const std::string& file) {
-  auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/" + file);
+  auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/" + file);
   EXPECT_TRUE(s.ok()) << s.status().message();
   if (!s.ok()) return {};
   auto r = CompareSharing(*s, s->seed, SharingStrategyNames());
@@ -567,7 +567,7 @@ TEST(SharingSimTest, AcceptanceOnTheMixedScenario) {
 }
 
 SharingMetrics Tessera(const std::string& file, const std::string& protection) {
-  auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/" + file);
+  auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/" + file);
   EXPECT_TRUE(s.ok()) << s.status().message();
   if (!s.ok()) return {};
   s->tessera_protection = protection;
@@ -596,8 +596,7 @@ TEST(SharingSimTest, NodeProtectionCostsNothingWithoutMultiGpuDemand) {
 // With steady multi-GPU demand, protection places more training jobs, still without isolation
 // violations or oversubscribed memory.
 TEST(SharingSimTest, NodeProtectionPlacesMoreSteadyTraining) {
-  auto s = ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) +
-                               "/bench/scenarios/sharing-steady-training.json");
+  auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/sharing-steady-training.json");
   ASSERT_TRUE(s.ok());
   const SharingMetrics off = Tessera("sharing-steady-training.json", "off");
   const SharingMetrics on = Tessera("sharing-steady-training.json", "on");
@@ -610,8 +609,7 @@ TEST(SharingSimTest, NodeProtectionPlacesMoreSteadyTraining) {
 }
 
 TEST(SharingSimTest, DeterministicAndJsonHasTheFixedFields) {
-  auto s =
-      ReadSharingScenario(std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/sharing-small.json");
+  auto s = ReadSharingScenario(test::SourceDir() + "/bench/scenarios/sharing-small.json");
   ASSERT_TRUE(s.ok());
   auto a = CompareSharing(*s, 3, SharingStrategyNames());
   auto b = CompareSharing(*s, 3, SharingStrategyNames());

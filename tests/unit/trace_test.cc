@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/csv.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera {
 namespace {
@@ -361,7 +362,7 @@ TEST(CsvTest, FieldPositions) {
 // ---------------------------------------------------------------------------------------
 // The real trace files.
 
-const std::string kTraceDir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-2023";
+const std::string kTraceDir = test::SharedDir() + "/traces/alibaba-gpu-2023";
 
 int64_t CountLines(const std::string& path) {
   auto text = ReadFileToString(path);
