@@ -16,6 +16,7 @@
 #include "agent/nvml.h"
 #include "agent/usage.h"
 #include "tests/agent/fake_node.h"
+#include "tests/support/test_paths.h"
 
 namespace tessera::agent {
 namespace {
@@ -27,7 +28,7 @@ using testing_support::TempPath;
 constexpr const char* kUidA = "1f2e3d4c-5b6a-4798-8a9b-0c1d2e3f4a5b";
 constexpr const char* kUidB = "99999999-8888-7777-6666-555555555555";
 constexpr const char* kSmFamily = "tessera_agent_pod_gpu_sm_utilization_ratio{";
-const std::string kOldNvml = std::string(TESSERA_OLD_NVML_DIR) + "/libnvidia-ml.so.1";
+const std::string kOldNvml = test::OldNvmlDir() + "/libnvidia-ml.so.1";
 
 // pids 100 and 101 run in pod "a", 200 in pod "b"; 300 is a host process.
 class Node {

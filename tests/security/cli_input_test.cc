@@ -1,5 +1,5 @@
 // Attacks on the `tessera` command line and its input files, run against the real binary
-// (TESSERA_BINARY) as a separate process. Every bad flag value or input file must end the
+// (test::TesseraBinary()) as a separate process. Every bad flag value or input file must end the
 // process with a non-zero exit code, exactly one stderr line "tessera: <reason>" naming the
 // flag or the file, nothing on stdout, and no output file. Each case runs with a time limit, so
 // an input that makes the process loop or read forever fails the test instead of hanging it.
@@ -20,6 +20,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_paths.h"
+
 extern char** environ;
 
 namespace {
@@ -27,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kBom = "\xEF\xBB\xBF";
-const std::string kScenarios = std::string(TESSERA_SOURCE_DIR) + "/bench/scenarios/";
+const std::string kScenarios = tessera::test::SourceDir() + "/bench/scenarios/";
 
 struct Outcome {
   int exit_code = -1;  // -1: killed at the time limit or not started
@@ -44,7 +46,7 @@ std::string Slurp(const std::string& path) {
 // Runs the binary with `args` (no shell involved), stdout and stderr to files in `dir`.
 Outcome RunTessera(const std::vector<std::string>& args, const std::string& dir,
                    std::chrono::seconds limit = std::chrono::seconds(60)) {
-  std::vector<std::string> all = {TESSERA_BINARY};
+  std::vector<std::string> all = {tessera::test::TesseraBinary()};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());

@@ -27,6 +27,7 @@
 #include "kube/client.h"
 #include "kube/extender.h"
 #include "tests/kube/fake_apiserver.h"
+#include "tests/support/test_paths.h"
 
 extern char** environ;
 
@@ -116,7 +117,7 @@ struct Pki {
 class Child {
  public:
   explicit Child(const std::vector<std::string>& args) {
-    std::vector<std::string> argv_s = {TESSERA_BINARY};
+    std::vector<std::string> argv_s = {test::TesseraBinary()};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());

@@ -42,6 +42,7 @@
 #include "kube/translate.h"
 #include "tests/kube/fake_apiserver.h"
 #include "tests/kube/test_objects.h"
+#include "tests/support/test_paths.h"
 
 extern char** environ;
 
@@ -338,7 +339,7 @@ std::string NodeOf(const FakeApiServer& s, const std::string& pod) {
   return p ? (*p)["spec"].value("nodeName", "") : "";
 }
 
-const fs::path kDeploy = fs::path(TESSERA_SOURCE_DIR) / "deploy";
+const fs::path kDeploy = fs::path(test::SourceDir()) / "deploy";
 
 // The requests of `tessera scheduler`, run with the deployed leader election settings.
 std::vector<RecordedRequest> SchedulerRequests() {
@@ -473,7 +474,8 @@ class Child {
 // The --help text of a `tessera` subcommand.
 std::string HelpOf(const std::string& command) {
   std::string out;
-  if (FILE* f = popen(("'" TESSERA_BINARY "' " + command + " --help 2>&1").c_str(), "r")) {
+  if (FILE* f =
+          popen(("'" + test::TesseraBinary() + "' " + command + " --help 2>&1").c_str(), "r")) {
     char buf[4096];
     while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
     pclose(f);
@@ -507,9 +509,9 @@ std::vector<RecordedRequest> ExtenderRequests() {
       << "contexts: [{name: fake, context: {cluster: fake, user: extender}}]\n"
       << "current-context: fake\n";
   const fs::path log = dir.path() / "extender.log";
-  std::vector<std::string> args = {TESSERA_BINARY,      "extender", "--kubeconfig",
-                                   kubeconfig.string(), "--listen", "127.0.0.1:0",
-                                   "--prefix",          "/tessera"};
+  std::vector<std::string> args = {
+      test::TesseraBinary(), "extender", "--kubeconfig", kubeconfig.string(), "--listen",
+      "127.0.0.1:0",         "--prefix", "/tessera"};
   // Plain HTTP on loopback, where the binary requires saying so.
   if (HelpOf("extender").find("--insecure") != std::string::npos) args.push_back("--insecure");
   Child child(args, log);
@@ -541,7 +543,7 @@ std::vector<RecordedRequest> ExtenderRequests() {
   return server.Requests();
 }
 
-#ifdef TESSERA_FAKE_NVML_DIR
+#ifdef TESSERA_HAVE_FAKE_NVML
 std::vector<RecordedRequest> AgentRequests() {
   FakeApiServer server;
   EXPECT_TRUE(server.Start().ok());
@@ -570,10 +572,10 @@ std::vector<RecordedRequest> AgentRequests() {
   const fs::path nvml = dir.path() / "nvml.json";
   std::ofstream(nvml) << R"({"gpus": [{"model": "A100-80GB", "uuid": "GPU-rbac-0", "mig": true,
                              "mig_layout": "3g.40gb@0 3g.40gb@4"}]})";
-  setenv("LD_LIBRARY_PATH", TESSERA_FAKE_NVML_DIR, 1);
+  setenv("LD_LIBRARY_PATH", test::FakeNvmlDir().c_str(), 1);
   setenv("TESSERA_FAKE_NVML_CONFIG", nvml.c_str(), 1);
   const std::string d = dir.path().string();
-  Child child({TESSERA_BINARY,
+  Child child({test::TesseraBinary(),
                "agent",
                "--node",
                "gpu-node-0",
@@ -652,7 +654,7 @@ TEST(RbacTest, ManifestsGrantExactlyWhatTheComponentsCall) {
   };
   std::vector<Component> components = {{"scheduler", "deployment.yaml", SchedulerRequests()},
                                        {"extender", "deployment.yaml", ExtenderRequests()}};
-#ifdef TESSERA_FAKE_NVML_DIR
+#ifdef TESSERA_HAVE_FAKE_NVML
   components.push_back({"agent", "daemonset.yaml", AgentRequests()});
 #endif
   std::set<std::string> accounts;
@@ -667,7 +669,7 @@ TEST(RbacTest, ManifestsGrantExactlyWhatTheComponentsCall) {
                       it == m.grants.end() ? std::vector<Grant>{} : it->second);
   }
   for (const auto& [sa, grants] : m.grants)
-#ifndef TESSERA_FAKE_NVML_DIR
+#ifndef TESSERA_HAVE_FAKE_NVML
     if (sa != "tessera-system/tessera-agent")  // the build cannot run the agent
 #endif
       if (!accounts.count(sa))

@@ -12,4 +12,19 @@ const std::string& SharedDir() {
   return dir;
 }
 
+const std::string& TesseraBinary() {
+  static const std::string path = TESSERA_BINARY;
+  return path;
+}
+
+const std::string& FakeNvmlDir() {
+  static const std::string dir = TESSERA_FAKE_NVML_DIR;
+  return dir;
+}
+
+const std::string& OldNvmlDir() {
+  static const std::string dir = TESSERA_OLD_NVML_DIR;
+  return dir;
+}
+
 }  // namespace tessera::test
