@@ -2,29 +2,20 @@
 
 namespace tessera::test {
 
-const std::string& SourceDir() {
-  static const std::string dir = TESSERA_SOURCE_DIR;
-  return dir;
+std::string SourceDir() {
+  return TESSERA_SOURCE_DIR;
 }
-
-const std::string& SharedDir() {
-  static const std::string dir = TESSERA_SHARED_DIR;
-  return dir;
+std::string SharedDir() {
+  return TESSERA_SHARED_DIR;
 }
-
-const std::string& TesseraBinary() {
-  static const std::string path = TESSERA_BINARY;
-  return path;
+std::string TesseraBinary() {
+  return TESSERA_BINARY;
 }
-
-const std::string& FakeNvmlDir() {
-  static const std::string dir = TESSERA_FAKE_NVML_DIR;
-  return dir;
+std::string FakeNvmlDir() {
+  return TESSERA_FAKE_NVML_DIR;
 }
-
-const std::string& OldNvmlDir() {
-  static const std::string dir = TESSERA_OLD_NVML_DIR;
-  return dir;
+std::string OldNvmlDir() {
+  return TESSERA_OLD_NVML_DIR;
 }
 
 }  // namespace tessera::test

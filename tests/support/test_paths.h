@@ -9,14 +9,14 @@
 namespace tessera::test {
 
 // The repository's root, e.g. for bench/scenarios/ and deploy/.
-const std::string& SourceDir();
+std::string SourceDir();
 // The reference material beside the repository (traces/, benchmarks/, reference/).
-const std::string& SharedDir();
+std::string SharedDir();
 // The `tessera` CLI of this build.
-const std::string& TesseraBinary();
+std::string TesseraBinary();
 // The folder of the fake libnvidia-ml.so.1 (tests/agent), built when TESSERA_HAVE_FAKE_NVML.
-const std::string& FakeNvmlDir();
+std::string FakeNvmlDir();
 // The folder of the fake without nvmlDeviceGetProcessUtilization (an older driver).
-const std::string& OldNvmlDir();
+std::string OldNvmlDir();
 
 }  // namespace tessera::test
