@@ -188,8 +188,9 @@ Status AgentLoop::Start() {
       res.set_content("GPUs not discovered yet", "text/plain");
     }
   });
-  im.http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Metrics(), "text/plain; version=0.0.4");
+  im.http->Get("/metrics", [this, &im](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Metrics() + net::HttpServerMetrics(im.http->stats()),
+                    "text/plain; version=0.0.4");
   });
   Status s = im.http->Start();
   if (!s.ok()) {

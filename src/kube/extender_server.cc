@@ -264,25 +264,7 @@ struct ExtenderServer::Impl {
          "the filter call before it for the same pod.\n"
       << "# TYPE tessera_extender_fits_reused_total counter\n"
       << "tessera_extender_fits_reused_total " << s.fits_reused << "\n";
-    if (server) {
-      const net::HttpServerStats h = server->stats();
-      o << "# HELP tessera_http_connections_refused_total Connections refused at the limit.\n"
-        << "# TYPE tessera_http_connections_refused_total counter\n"
-        << "tessera_http_connections_refused_total " << h.connections_refused << "\n"
-        << "# HELP tessera_http_requests_too_large_total Requests refused for their size.\n"
-        << "# TYPE tessera_http_requests_too_large_total counter\n"
-        << "tessera_http_requests_too_large_total " << h.too_large << "\n"
-        << "# HELP tessera_http_request_timeouts_total Requests cut off by a deadline.\n"
-        << "# TYPE tessera_http_request_timeouts_total counter\n"
-        << "tessera_http_request_timeouts_total " << h.timeouts << "\n"
-        << "# HELP tessera_http_tls_failures_total Failed TLS handshakes (including clients "
-           "without a valid certificate).\n"
-        << "# TYPE tessera_http_tls_failures_total counter\n"
-        << "tessera_http_tls_failures_total " << h.tls_failures << "\n"
-        << "# HELP tessera_http_clients_denied_total Verified clients whose name is not allowed.\n"
-        << "# TYPE tessera_http_clients_denied_total counter\n"
-        << "tessera_http_clients_denied_total " << h.clients_denied << "\n";
-    }
+    if (server) o << net::HttpServerMetrics(server->stats());
     return o.str();
   }
 

@@ -512,7 +512,8 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
     http->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok", "text/plain");
     });
-    http->Get("/metrics", [&im, this](const httplib::Request&, httplib::Response& res) {
+    net::HttpServer* server = http.get();
+    http->Get("/metrics", [&im, this, server](const httplib::Request&, httplib::Response& res) {
       const RuntimeStats st = stats();
       std::string body;
       {
@@ -536,6 +537,7 @@ Status Scheduler::Run(std::atomic<bool>& stop) {
         body += im.cycle_duration.Render("tessera_scheduling_cycle_duration_seconds",
                                          "Wall time of one scheduling cycle of the leader.");
       }
+      body += net::HttpServerMetrics(server->stats());
       res.set_content(body, "text/plain; version=0.0.4");
     });
     if (Status started = http->Start(); !started.ok())

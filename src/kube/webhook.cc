@@ -248,6 +248,7 @@ struct WebhookServer::Impl {
       << " device.\n"
       << "# TYPE tessera_webhook_containers_rewritten_total counter\n"
       << "tessera_webhook_containers_rewritten_total " << rewritten.load() << "\n";
+    if (server) o << net::HttpServerMetrics(server->stats());
     return o.str();
   }
 

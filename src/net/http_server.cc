@@ -202,17 +202,24 @@ class ConnStream final : public httplib::Stream {
     write_deadline_ = Clock::time_point{};
     consumed_ = 0;
     budget_ = limits_.max_header_bytes;
+    body_allowed_ = false;
+    over_budget_ = false;
     timed_out_ = false;
     close_after_ = false;
   }
   // Raises the budget after the headers by the declared body length.
-  void AllowBody(size_t body) { budget_ = consumed_ + body; }
+  void AllowBody(size_t body) {
+    budget_ = consumed_ + body;
+    body_allowed_ = true;
+  }
   size_t consumed() const { return consumed_; }
   bool buffered() const { return pos_ < len_ || (ssl_ && SSL_pending(ssl_) > 0); }
   bool timed_out() const { return timed_out_; }
   bool close_after() const { return close_after_; }
   void CloseAfter() { close_after_ = true; }
   bool over_budget() const { return over_budget_; }
+  // The request's headers ran past max_header_bytes (its body budget was never set).
+  bool headers_over_budget() const { return over_budget_ && !body_allowed_; }
   // Set: every request on this connection gets 403 with this text.
   void Deny(std::string why) { denied_ = std::move(why); }
   const std::string& denied() const { return denied_; }
@@ -327,6 +334,7 @@ class ConnStream final : public httplib::Stream {
   mutable bool timed_out_ = false;
   bool close_after_ = false;
   bool over_budget_ = false;
+  bool body_allowed_ = false;
   std::string denied_;
 };
 
@@ -575,11 +583,6 @@ struct HttpServer::Impl {
       ++counters.clients_denied;
       return refuse(403, strm->denied());
     }
-    if (strm && strm->consumed() > opts.limits.max_header_bytes) {
-      ++counters.too_large;
-      return refuse(431, "request headers larger than " +
-                             std::to_string(opts.limits.max_header_bytes) + " bytes\n");
-    }
     if (req.has_header("Transfer-Encoding")) {
       ++counters.length_required;
       return refuse(411, "a request body needs a Content-Length\n");
@@ -662,6 +665,21 @@ Status HttpServer::Start() {
   s.set_keep_alive_max_count(static_cast<size_t>(lim.max_requests_per_connection));
   s.set_pre_routing_handler(
       [&im](const httplib::Request& req, httplib::Response& res) { return im.PreRoute(req, res); });
+  // Headers beyond their budget end httplib's header parsing, which answers 400: they are
+  // answered 431 and counted as too large.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([&im](const httplib::Request&, httplib::Response& res) {
+        ConnStream* strm = t_stream;
+        if (res.status != 400 || strm == nullptr || !strm->headers_over_budget())
+          return httplib::Server::HandlerResponse::Unhandled;
+        ++im.counters.too_large;
+        res.status = 431;
+        res.set_header("Connection", "close");
+        res.set_content("request headers larger than " +
+                            std::to_string(im.opts.limits.max_header_bytes) + " bytes\n",
+                        "text/plain");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     res.status = 500;
     res.set_content("internal error\n", "text/plain");
@@ -749,6 +767,23 @@ bool IsLoopbackAddress(const std::string& address) {
   in_addr a{};
   if (::inet_pton(AF_INET, address.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
   return false;
+}
+
+std::string HttpServerMetrics(const HttpServerStats& s) {
+  std::string out;
+  auto counter = [&out](const char* name, const char* help, int64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
+           " " + std::to_string(value) + "\n";
+  };
+  counter("tessera_http_connections_refused_total",
+          "Connections refused with 503 at the connection limit.", s.connections_refused);
+  counter("tessera_http_requests_too_large_total", "Requests refused for their size.", s.too_large);
+  counter("tessera_http_request_timeouts_total", "Requests cut off by a deadline.", s.timeouts);
+  counter("tessera_http_tls_failures_total",
+          "Failed TLS handshakes (including clients without a valid certificate).", s.tls_failures);
+  counter("tessera_http_clients_denied_total", "Verified clients whose name is not allowed.",
+          s.clients_denied);
+  return out;
 }
 
 }  // namespace tessera::net

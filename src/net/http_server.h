@@ -121,5 +121,8 @@ Status ParseListenAddress(const std::string& value, const std::string& flag, std
                           int& port);
 // Whether `address` is a loopback address (127.0.0.0/8, ::1, "localhost").
 bool IsLoopbackAddress(const std::string& address);
+// The server's guard counters as Prometheus text (the tessera_http_* families of
+// docs/OPERATIONS.md), for the /metrics of the component that runs the server.
+std::string HttpServerMetrics(const HttpServerStats& s);
 
 }  // namespace tessera::net

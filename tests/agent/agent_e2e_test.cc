@@ -453,6 +453,18 @@ TEST_F(AgentE2e, MetricsAndHealthAreServed) {
   EXPECT_NE(m.find("tessera_agent_up 1\n"), std::string::npos) << m;
   EXPECT_NE(m.find("tessera_agent_discovery_errors_total 0\n"), std::string::npos) << m;
   EXPECT_NE(m.find("DCGM_FI_DEV_FB_USED"), std::string::npos) << m;
+  // The metrics server's own guard counters: headers above its budget are refused (431).
+  EXPECT_NE(m.find("tessera_http_requests_too_large_total 0\n"), std::string::npos) << m;
+  httplib::Headers padding;
+  for (int i = 0; i < 20; ++i)
+    padding.emplace("X-Padding-" + std::to_string(i), std::string(4000, 'x'));
+  auto large = http.Get("/metrics", padding);
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->status, 431);
+  auto after = http.Get("/metrics");
+  ASSERT_TRUE(after);
+  EXPECT_NE(after->body.find("tessera_http_requests_too_large_total 1\n"), std::string::npos)
+      << after->body;
 }
 
 // The exposition passes `promtool check metrics` (format and lint), as the scheduler's does in

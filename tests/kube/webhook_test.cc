@@ -391,6 +391,7 @@ TEST(WebhookServerTest, ServesReviewsAndRejectsGarbage) {
   o.address = "127.0.0.1";
   o.port = 0;
   o.insecure = true;
+  o.limits.max_body_bytes = 64 << 10;
   WebhookServer server({}, o);
   ASSERT_TRUE(server.Start().ok());
   httplib::Client cli("127.0.0.1", server.port());
@@ -410,6 +411,16 @@ TEST(WebhookServerTest, ServesReviewsAndRejectsGarbage) {
   EXPECT_NE(metrics->body.find("tessera_webhook_reviews_total{result=\"bad_request\"} 1"),
             std::string::npos);
   EXPECT_NE(metrics->body.find("tessera_webhook_containers_patched_total 1"), std::string::npos);
+  // The server's guard counters are part of the webhook's metrics.
+  EXPECT_NE(metrics->body.find("tessera_http_requests_too_large_total 0\n"), std::string::npos);
+  auto large = cli.Post("/mutate-pods", std::string(128 << 10, ' '), "application/json");
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->status, 413);
+  metrics = cli.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tessera_http_requests_too_large_total 1\n"), std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("tessera_http_tls_failures_total 0\n"), std::string::npos);
   server.Stop();
 }
 

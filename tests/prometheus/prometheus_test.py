@@ -509,6 +509,9 @@ def scrape(tessera):
                 'tessera_leader{job="tessera-scheduler"}': "1",
                 'sum(tessera_pending_pods)': "2",
                 'tessera_extender_nodes{job="tessera-extender"}': "0",
+                # Every server exposes its own guard counters.
+                'tessera_http_requests_too_large_total{job="tessera-scheduler"}': "0",
+                'tessera_http_requests_too_large_total{job="tessera-extender"}': "0",
             }
             for expr, want in checks.items():
                 got = value(expr)

@@ -577,6 +577,17 @@ TEST(ExtenderSecurity, OversizedBodiesAreRefusedWithoutBeingRead) {
   EXPECT_EQ(ReadFor(fd2, 3000).rfind("HTTP/1.1 411", 0), 0u);
   ::close(fd2);
 
+  // Headers past their budget (64 KiB), in lines httplib accepts one by one: 431, counted with
+  // the 413 above.
+  const int fd3 = Connect(port);
+  ASSERT_GE(fd3, 0);
+  std::string headers = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 20; ++i)
+    headers += "X-Padding-" + std::to_string(i) + ": " + std::string(4000, 'x') + "\r\n";
+  ASSERT_TRUE(SendAll(fd3, headers + "\r\n"));
+  EXPECT_EQ(ReadFor(fd3, 3000).rfind("HTTP/1.1 431", 0), 0u);
+  ::close(fd3);
+
   // A body within the limit is still served.
   httplib::Client c("127.0.0.1", port);
   auto r = c.Post("/tessera/filter",
@@ -584,6 +595,10 @@ TEST(ExtenderSecurity, OversizedBodiesAreRefusedWithoutBeingRead) {
                   "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tessera_http_requests_too_large_total 2\n"), std::string::npos)
+      << metrics->body;
 }
 
 // ---- 6. A port in use ----
