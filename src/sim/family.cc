@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <numbers>
 
 #include "core/random.h"
 #include "core/text.h"
@@ -25,6 +26,22 @@ const ReplaySummary* FindReplay(const FamilyMixResult& r, const std::string& pol
     if (s.policy == policy) return &s;
   }
   return nullptr;
+}
+
+// The two policies' values of `field`, paired by seed (seeds run by both, in the candidate's
+// order).
+void PairBySeed(const FillSummary& c, const FillSummary& f, double FillRun::*field,
+                std::vector<double>& cv, std::vector<double>& fv) {
+  cv.clear();
+  fv.clear();
+  for (const FillRun& a : c.runs) {
+    for (const FillRun& b : f.runs) {
+      if (b.seed != a.seed) continue;
+      cv.push_back(a.*field);
+      fv.push_back(b.*field);
+      break;
+    }
+  }
 }
 
 double PerExperiment(const FillSummary& s) {
@@ -129,10 +146,65 @@ PooledSdRatio PoolSdRatios(const std::vector<double>& log_ratios) {
   return p;
 }
 
+double StudentTUpperTail(double t, int dof) {
+  if (dof < 1 || std::isnan(t)) return std::numeric_limits<double>::quiet_NaN();
+  // A = P(|T| <= t) as a finite series in cos(theta), theta = atan(t / sqrt(dof)); A is odd
+  // in t, so (1 - A) / 2 is the upper tail for either sign.
+  const double theta = std::atan(t / std::sqrt(static_cast<double>(dof)));
+  const double c2 = std::cos(theta) * std::cos(theta);
+  double a;
+  if (dof % 2 == 1) {
+    double sum = 0;
+    if (dof > 1) {
+      double term = std::cos(theta);
+      sum = term;
+      for (int k = 3; k <= dof - 2; k += 2) {
+        term *= c2 * (k - 1) / k;
+        sum += term;
+      }
+    }
+    a = 2.0 / std::numbers::pi * (theta + std::sin(theta) * sum);
+  } else {
+    double term = 1, sum = 1;
+    for (int k = 2; k <= dof - 2; k += 2) {
+      term *= c2 * (k - 1) / k;
+      sum += term;
+    }
+    a = std::sin(theta) * sum;
+  }
+  return std::clamp((1.0 - a) / 2.0, 0.0, 1.0);
+}
+
+double SdExcessPValue(const std::vector<double>& candidate, const std::vector<double>& reference,
+                      double limit) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const size_t n = candidate.size();
+  if (n < 3 || reference.size() != n) return nan;
+  std::vector<double> u(n), v(n);
+  for (size_t i = 0; i < n; ++i) {
+    u[i] = candidate[i] + limit * reference[i];
+    v[i] = candidate[i] - limit * reference[i];
+  }
+  const double mu = Stats::Of(u).mean, mv = Stats::Of(v).mean;
+  double suv = 0, suu = 0, svv = 0;
+  for (size_t i = 0; i < n; ++i) {
+    suv += (u[i] - mu) * (v[i] - mv);
+    suu += (u[i] - mu) * (u[i] - mu);
+    svv += (v[i] - mv) * (v[i] - mv);
+  }
+  if (!(suu > 0) || !(svv > 0)) return nan;
+  const double r = std::clamp(suv / std::sqrt(suu * svv), -1.0, 1.0);
+  if (r >= 1.0) return 0.0;
+  if (r <= -1.0) return 1.0;
+  const double t = r * std::sqrt(static_cast<double>(n - 2)) / std::sqrt(1.0 - r * r);
+  return StudentTUpperTail(t, static_cast<int>(n - 2));
+}
+
 FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
                               const std::string& candidate, const std::string& reference) {
   FamilySummary s;
   std::vector<double> log_ratio_100, log_ratio_130;
+  std::vector<double> paired_c, paired_f;
   auto add_log_ratio = [](const Stats& c, const Stats& f, std::vector<double>& out) {
     if (c.stddev > 0 && f.stddev > 0) out.push_back(std::log(c.stddev / f.stddev));
   };
@@ -169,6 +241,19 @@ FamilySummary SummarizeFamily(const std::vector<FamilyMixResult>& results,
       ++s.sd_within_limit;
     } else {
       s.sd_above.push_back(r.name);
+    }
+    for (int point : {100, 130}) {
+      const Stats& cs = point == 100 ? c->unalloc_at_100 : c->unalloc_at_130;
+      const Stats& fs = point == 100 ? f->unalloc_at_100 : f->unalloc_at_130;
+      PairBySeed(*c, *f, point == 100 ? &FillRun::unalloc_pct_at_100 : &FillRun::unalloc_pct_at_130,
+                 paired_c, paired_f);
+      const double p = SdExcessPValue(paired_c, paired_f, kFamilySdRatioLimit);
+      if (std::isnan(p)) continue;
+      const SdExcessTest test{r.name, point, ratio(cs, fs), p};
+      ++s.sd_tests;
+      s.sd_excess_significant += p < 0.05;
+      if (!(s.sd_excess_min.p <= p)) s.sd_excess_min = test;
+      if (test.ratio > kFamilySdRatioLimit) s.sd_excess_above.push_back(test);
     }
     auto rel = [](double a, double b) { return b > 0 ? (a - b) / b * 100.0 : 0.0; };
     s.mean_rel_diff_pct_at_100 += rel(c->unalloc_at_100.mean, f->unalloc_at_100.mean);
@@ -389,6 +474,21 @@ std::string FamilyTable(const std::vector<FamilyMixResult>& results, const std::
           candidate.c_str(), p100.geomean, reference.c_str(), p100.ci_low, p100.ci_high, p100.mixes,
           p130.geomean, p130.ci_low, p130.ci_high, p130.mixes);
     }
+    if (s.sd_tests > 0) {
+      auto at = [](const SdExcessTest& t) {
+        return t.mix + (t.point == 100 ? " at 100%" : " at the end");
+      };
+      std::string above;
+      for (const SdExcessTest& t : s.sd_excess_above)
+        above += (above.empty() ? "" : ", ") + at(t) + Printf(" (%.2fx) p %.2f", t.ratio, t.p);
+      out += Printf(
+          "Paired test of sd > %.1fx %s's (Pitman-Morgan over the seeds, one-sided, %d tests): "
+          "p < 0.05 on %d (about %.1f if every ratio were exactly %.1fx); smallest p %.2f (%s); "
+          "above the limit: %s.\n",
+          kFamilySdRatioLimit, reference.c_str(), s.sd_tests, s.sd_excess_significant,
+          0.05 * s.sd_tests, kFamilySdRatioLimit, s.sd_excess_min.p, at(s.sd_excess_min).c_str(),
+          above.empty() ? "none" : above.c_str());
+    }
     if (bounds) {
       out += Printf(
           "Against the fluid bound (mixes where %s is at least %.1f above it): %s closes "
@@ -508,6 +608,16 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                 {"geomean", finite(p.geomean)},
                 {"ci95", json::array({finite(p.ci_low), finite(p.ci_high)})}};
   };
+  auto test_json = [&](const SdExcessTest& t) {
+    return json{
+        {"mix", t.mix}, {"point", t.point}, {"sd_ratio", finite(t.ratio)}, {"p", finite(t.p)}};
+  };
+  json above = json::array();
+  for (const SdExcessTest& t : s.sd_excess_above) above.push_back(test_json(t));
+  const json sd_test = {{"tests", s.sd_tests},
+                        {"p_below_0_05", s.sd_excess_significant},
+                        {"smallest_p", s.sd_tests > 0 ? test_json(s.sd_excess_min) : json()},
+                        {"above_limit", above}};
   j["summary"] = {{"candidate", s.candidate},
                   {"reference", s.reference},
                   {"mixes", s.mixes},
@@ -528,6 +638,7 @@ std::string FamilyJson(const std::vector<FamilyMixResult>& results, const Family
                   {"above_at_100", s.above_at_100},
                   {"above_at_130_beyond_slack", s.above_at_130},
                   {"sd_above_limit", s.sd_above},
+                  {"sd_excess_test", sd_test},
                   {"all_bounds_met", s.all_bounds_met()}};
   if (o.bound) {
     j["summary"]["gap_closed_pct_at_100"] = s.gap_closed_pct_at_100;

@@ -105,6 +105,26 @@ struct PooledSdRatio {
 // `log_ratios`: ln(candidate sd / reference sd), one per mix.
 PooledSdRatio PoolSdRatios(const std::vector<double>& log_ratios);
 
+// P(T >= t) for Student's t with `dof` >= 1 degrees of freedom (exact finite series for integer
+// degrees of freedom; Abramowitz and Stegun 26.7.3-4).
+double StudentTUpperTail(double t, int dof);
+// Pitman-Morgan test on runs paired by seed (the same arrivals for both policies): the
+// one-sided p-value of "the candidate's sd is above `limit` x the reference's" against the null
+// hypothesis that it is at most that. With U = c + limit f and V = c - limit f,
+// cov(U, V) = var c - limit^2 var f, so the ratio exceeds the limit exactly when U and V
+// correlate positively; their correlation r gives t = r sqrt(n - 2) / sqrt(1 - r^2) with
+// n - 2 degrees of freedom. Assumes the pairs are jointly normal. NaN with fewer than 3 pairs,
+// sizes that differ, or a constant U or V.
+double SdExcessPValue(const std::vector<double>& candidate, const std::vector<double>& reference,
+                      double limit);
+// One mix and point (100: at 100% arrival; 130: at the end of the run) of that test.
+struct SdExcessTest {
+  std::string mix;
+  int point = 100;
+  double ratio = 0;  // candidate sd / reference sd
+  double p = std::numeric_limits<double>::quiet_NaN();
+};
+
 struct FamilySummary {
   std::string candidate, reference;
   int mixes = 0;                // mixes with both policies
@@ -129,6 +149,16 @@ struct FamilySummary {
   // 1.5x on about 12% of mixes); the pooled ratio is the steadier answer to "is the candidate
   // less predictable than the reference". Informational: not one of the bounds.
   PooledSdRatio pooled_sd_ratio_at_100, pooled_sd_ratio_at_130;
+  // The spread bound tested on the runs paired by seed (SdExcessPValue at kFamilySdRatioLimit),
+  // at both points of every mix whose two policies ran the same seeds: how many points were
+  // tested, how many give p < 0.05, the point with the smallest p, and the test of every point
+  // above the limit. Were every ratio exactly at the limit, about 5% of the tests would give
+  // p < 0.05 by chance; a ratio above the limit on 10 seeds with a large p is not evidence
+  // that the candidate spreads more than the limit allows. Informational: not one of the bounds.
+  int sd_tests = 0;
+  int sd_excess_significant = 0;
+  SdExcessTest sd_excess_min;  // p NaN when nothing was tested
+  std::vector<SdExcessTest> sd_excess_above;
   // With bounds (FamilyOptions::bound): over the mixes where the reference's mean is at least
   // kFamilyGapFloorPoints above the bound's, the mean share (%) of that gap the candidate
   // closes, (reference - candidate) / (reference - bound), at 100% arrival and at the end; and
@@ -173,8 +203,9 @@ ReplayFamilySummary SummarizeReplayFamily(const std::vector<FamilyMixResult>& re
 // {gpu_alloc_time_weighted_pct, gpu_alloc_arrival_window_pct, wait_p95_s, wait_p50_s, wait_p99_s,
 // mean_wait_s, never_placed, peak_pending: {mean, sd}} and the summary is the ReplayFamilySummary.
 // The fill summary carries FamilySummary's counts and lists, and pooled_sd_ratio_at_100 and
-// pooled_sd_ratio_at_130 as {mixes, geomean, ci95: [low, high]} (null where undefined).
-// FamilyTable likewise.
+// pooled_sd_ratio_at_130 as {mixes, geomean, ci95: [low, high]} (null where undefined), and
+// sd_excess_test as {tests, p_below_0_05, smallest_p, above_limit: [...]}, each test
+// {mix, point, sd_ratio, p} (smallest_p null when nothing was tested). FamilyTable likewise.
 std::string FamilyJson(const std::vector<FamilyMixResult>& results, const FamilyOptions& options,
                        const std::string& candidate, const std::string& reference);
 

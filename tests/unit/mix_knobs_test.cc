@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 #include <set>
 
+#include "core/random.h"
 #include "sim/family.h"
 
 namespace tessera {
@@ -282,6 +284,133 @@ TEST(MixFamily, PooledSdRatioIsTheGeometricMeanWithABootstrapInterval) {
   EXPECT_LT(tight.ci_low, tight.geomean);
   EXPECT_GT(tight.ci_high, tight.geomean);
   EXPECT_EQ(PoolSdRatios(logs).ci_low, tight.ci_low);  // deterministic
+}
+
+struct TailCase {
+  double t;
+  int dof;
+  double upper_tail;
+};
+
+TEST(MixFamily, StudentTUpperTailMatchesTheTables) {
+  // Two-sided 5% and one-sided 5% critical values from the published t tables.
+  const TailCase cases[] = {
+      {12.706, 1, 0.025}, {4.303, 2, 0.025},  {2.306, 8, 0.025},   {2.228, 10, 0.025},
+      {1.833, 9, 0.05},   {1.645, 998, 0.05}, {0.0, 5, 0.5},       {-2.228, 10, 0.975},
+      {3.355, 8, 0.005},  {1.0, 1, 0.25},     {-12.706, 1, 0.975},
+  };
+  for (const TailCase& c : cases) {
+    EXPECT_NEAR(StudentTUpperTail(c.t, c.dof), c.upper_tail, 2e-4) << c.t << " " << c.dof;
+  }
+  EXPECT_TRUE(std::isnan(StudentTUpperTail(1.0, 0)));
+}
+
+// n normal pairs (c, f) with sd(c) = ratio x sd(f) and correlation rho.
+void DrawPairs(Rng& rng, int n, double ratio, double rho, std::vector<double>& c,
+               std::vector<double>& f) {
+  auto normal = [&] {
+    const double u = 1.0 - rng.UniformDouble(), v = rng.UniformDouble();
+    return std::sqrt(-2.0 * std::log(u)) * std::cos(2.0 * std::numbers::pi * v);
+  };
+  c.assign(n, 0);
+  f.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const double a = normal(), b = normal();
+    f[i] = 5.0 + a;
+    c[i] = 3.0 + ratio * (rho * a + std::sqrt(1.0 - rho * rho) * b);
+  }
+}
+
+struct ExcessCase {
+  double ratio;
+  double rho;
+  int n;
+  double min_rate, max_rate;  // share of 4,000 draws with p < 0.05
+};
+
+TEST(MixFamily, SdExcessTestHoldsItsLevelAndFindsLargeExcess) {
+  const ExcessCase cases[] = {
+      // At the limit the test rejects 5% of the time, however the pairs correlate.
+      {1.5, 0.0, 10, 0.04, 0.06},
+      {1.5, 0.6, 10, 0.04, 0.06},
+      {1.5, 0.9, 10, 0.04, 0.06},
+      // Below the limit, less often.
+      {1.0, 0.3, 10, 0.0, 0.01},
+      // Twice the limit: found on 10 pairs more often than not, and nearly always on 40.
+      {3.0, 0.0, 10, 0.45, 0.75},
+      {3.0, 0.0, 40, 0.95, 1.0},
+  };
+  Rng rng(2024);
+  std::vector<double> c, f;
+  for (const ExcessCase& k : cases) {
+    int rejected = 0;
+    constexpr int kDraws = 4000;
+    for (int i = 0; i < kDraws; ++i) {
+      DrawPairs(rng, k.n, k.ratio, k.rho, c, f);
+      const double p = SdExcessPValue(c, f, 1.5);
+      ASSERT_FALSE(std::isnan(p));
+      rejected += p < 0.05;
+    }
+    const double rate = static_cast<double>(rejected) / kDraws;
+    EXPECT_GE(rate, k.min_rate) << k.ratio << " " << k.rho << " " << k.n;
+    EXPECT_LE(rate, k.max_rate) << k.ratio << " " << k.rho << " " << k.n;
+  }
+  // Too few pairs, sizes that differ, or a constant combination: no test.
+  EXPECT_TRUE(std::isnan(SdExcessPValue({1, 2}, {3, 4}, 1.5)));
+  EXPECT_TRUE(std::isnan(SdExcessPValue({1, 2, 3}, {3, 4}, 1.5)));
+  EXPECT_TRUE(std::isnan(SdExcessPValue({1, 2, 3}, {2, 4, 6}, 0.5)));  // c - 0.5 f constant
+}
+
+FamilyMixResult WithRuns(FamilyMixResult r, const std::vector<double>& c,
+                         const std::vector<double>& f) {
+  for (FillSummary& s : r.results) {
+    const std::vector<double>& v = s.policy == "tessera" ? c : f;
+    for (size_t i = 0; i < v.size(); ++i) {
+      FillRun run;
+      run.policy = s.policy;
+      run.seed = 42 + i;
+      run.unalloc_pct_at_100 = v[i];
+      run.unalloc_pct_at_130 = v[i] / 2 + (i % 2);
+      s.runs.push_back(run);
+    }
+    std::vector<double> at_100, at_130;
+    for (const FillRun& run : s.runs) {
+      at_100.push_back(run.unalloc_pct_at_100);
+      at_130.push_back(run.unalloc_pct_at_130);
+    }
+    s.unalloc_at_100 = Stats::Of(at_100);
+    s.unalloc_at_130 = Stats::Of(at_130);
+  }
+  return r;
+}
+
+TEST(MixFamily, SummaryTestsTheSpreadOnRunsPairedBySeed) {
+  // "wide": the candidate's values are 4x the reference's deviations, on the same seeds.
+  const std::vector<double> f = {5.0, 5.3, 4.8, 5.1, 4.9, 5.2, 4.7, 5.0, 5.4, 4.6};
+  std::vector<double> wide;
+  for (double x : f) wide.push_back(1.0 + 4.0 * (x - 5.0) + (x > 5.0 ? 0.05 : -0.05));
+  const std::vector<FamilyMixResult> results = {
+      WithRuns(FakeMix("same", 0, 0, 0, 0, 0, 0), f, f),
+      WithRuns(FakeMix("wide", 0, 0, 0, 0, 0, 0), wide, f),
+      FakeMix("no-runs", 2.0, 0.2, 0.5, 2.5, 0.2, 0.6),
+  };
+  const FamilySummary s = SummarizeFamily(results, "tessera", "fgd");
+  EXPECT_EQ(s.sd_tests, 4);  // two points of the two mixes with runs
+  EXPECT_EQ(s.sd_excess_min.mix, "wide");
+  EXPECT_EQ(s.sd_excess_min.point, 100);
+  EXPECT_LT(s.sd_excess_min.p, 0.001);
+  EXPECT_GE(s.sd_excess_significant, 1);
+  ASSERT_FALSE(s.sd_excess_above.empty());
+  EXPECT_EQ(s.sd_excess_above[0].mix, "wide");
+  EXPECT_GT(s.sd_excess_above[0].ratio, 1.5);
+  const std::string table = FamilyTable(results, "tessera", "fgd");
+  EXPECT_NE(table.find("Paired test of sd > 1.5x fgd's"), std::string::npos) << table;
+  EXPECT_NE(table.find("smallest p 0.00 (wide at 100%)"), std::string::npos) << table;
+  // Without runs nothing is tested, and the table says nothing of it.
+  const FamilySummary none = SummarizeFamily({results[2]}, "tessera", "fgd");
+  EXPECT_EQ(none.sd_tests, 0);
+  EXPECT_TRUE(std::isnan(none.sd_excess_min.p));
+  EXPECT_EQ(FamilyTable({results[2]}, "tessera", "fgd").find("Paired test"), std::string::npos);
 }
 
 FamilyMixResult FakeReplay(const std::string& name, double c_alloc, double c_p95, double f_alloc,
