@@ -36,6 +36,21 @@ if(TESSERA_BUILD_TESTS)
                    --require-identical-placements --seed 99 --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-mixed.json)
   set_tests_properties(sharing_replay_mixed-seed99 PROPERTIES LABELS unit TIMEOUT 900)
+  # Random scenarios (tests/scripts/sharing_replay_random.py): node groups of MIG and plain
+  # GPUs, fractions and gangs, isolation mixes, model lists, priorities and node protection
+  # (which the bench turns off: the scheduler has none). The listed seeds are scenarios in which
+  # the two paths once disagreed: a victim's recreated pod was observed by the scheduler's MIG
+  # planner only.
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  add_test(NAME sharing_replay_random
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
+                   --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 1 --count 40)
+  add_test(NAME sharing_replay_random-regressions
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
+                   --bench $<TARGET_FILE:tessera-bench-sharing-replay>
+                   --seeds 122,437,643,901,1420)
+  set_tests_properties(sharing_replay_random sharing_replay_random-regressions PROPERTIES
+    LABELS unit TIMEOUT 600 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   add_test(NAME sharing_replay_small_static_mig
            COMMAND tessera-bench-sharing-replay --static-mig --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)

@@ -6,7 +6,9 @@
 //                                [--hours H] [--cycle-interval S] [--progress]
 //
 // Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
-// annotation (MIG off everywhere, as the sim's tessera strategy starts). Each workload becomes a
+// annotation (MIG off everywhere, as the sim's tessera strategy starts). A scenario's node
+// protection (a `sim sharing` option the scheduler does not have) is turned off for both paths,
+// with a note on stdout. Each workload becomes a
 // Pod as a user would write it: whole-GPU work asks nvidia.com/gpu: N in one pod, a fraction
 // tessera.io/gpu-memory (+ tessera.io/gpu-compute); tessera.io/isolation, tessera.io/gpu-models
 // (the demand's model mask) and host CPU/memory requests. Simulated time: at each event time
@@ -497,6 +499,15 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (!seed_given) seed = scenario->seed;
+  // Node protection is an option of `sim sharing` alone (docs/SHARING.md, "Node protection");
+  // the scheduler has none, so the simulation side runs without it as well.
+  const bool protection_ignored = scenario->tessera_protection == "on";
+  if (protection_ignored) {
+    scenario->tessera_protection = "off";
+    std::printf(
+        "note: the scenario turns tessera's node protection on; the scheduler has no node "
+        "protection, so both paths run without it\n");
+  }
   auto workloads = GenerateSharingWorkloads(*scenario, seed);
   if (!workloads.ok()) {
     std::fprintf(stderr, "%s\n", workloads.status().ToString().c_str());
@@ -625,6 +636,7 @@ int Main(int argc, char** argv) {
               {"seed", seed},
               {"workloads", workloads->size()},
               {"static_mig", static_mig},
+              {"tessera_protection_ignored", protection_ignored},
               {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
                            sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
               {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,

@@ -258,6 +258,7 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
         if (!a) continue;
         EvictionCandidate& e = pods[pod];
         e.cost = HeldGpuShare(state, *a) * (now - v.start);
+        e.since = v.spec.arrival;
         e.cpu = v.spec.pod.cpu;
         e.host_memory = v.spec.pod.memory;
         job_of[pod] = c.id;

@@ -98,17 +98,18 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
     }
     if (cpu < d.cpu.v || mem < d.host_memory.v) {
       // Host room: the node's other candidates, cheapest first.
-      std::vector<std::tuple<double, SliceKey, WorkloadId>> more;  // cost, slice, id
+      // cost, slice, newest first, id
+      std::vector<std::tuple<double, SliceKey, double, WorkloadId>> more;
       for (int g = 0; g < count; ++g) {
         for (WorkloadId id : on[g]) {
           auto it = candidates.find(id);
           if (it == candidates.end() || victims.count(id)) continue;
-          more.push_back({it->second.cost, Position(cluster, id), id});
+          more.push_back({it->second.cost, Position(cluster, id), -it->second.since, id});
         }
       }
       std::sort(more.begin(), more.end());
       more.erase(std::unique(more.begin(), more.end()), more.end());
-      for (const auto& [c, slice, id] : more) {
+      for (const auto& [c, slice, newest, id] : more) {
         if (cpu >= d.cpu.v && mem >= d.host_memory.v) break;
         victims.insert(id);
         cpu += candidates.at(id).cpu.v;
@@ -129,7 +130,10 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
       const double ca = candidates.at(a).cost, cb = candidates.at(b).cost;
       if (ca != cb) return ca > cb;
       const auto pa = Position(cluster, a), pb = Position(cluster, b);
-      return pa != pb ? pa < pb : a < b;
+      if (pa != pb) return pa < pb;
+      // The older is kept first, so the newer is evicted.
+      const double sa = candidates.at(a).since, sb = candidates.at(b).since;
+      return sa != sb ? sa < sb : a < b;
     });
     for (WorkloadId keep : order) {
       if (best->victims.size() == 1) break;

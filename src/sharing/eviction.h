@@ -20,7 +20,9 @@
 //     must leave the ledger as it found it.
 //   * The plan with the fewest victims wins, then the least total cost, then the lower node
 //     index. Ties in cost between workloads are broken by where their slices lie (GPU, MIG
-//     instance, size), not by id, so callers that number workloads differently agree.
+//     instance, size), then by `since` (the newer is evicted first), and only then by id, so
+//     callers that number workloads differently agree (a re-created pod gets a new id in the
+//     scheduler, while the simulation keeps the workload's).
 //     Plans that evict nothing are not returned: the caller asks only after the demand failed
 //     to fit, so something this model does not see blocks that node.
 //   * Victims are listed in id order; nullopt when no node can be cleared.
@@ -40,6 +42,9 @@ struct EvictionCandidate {
   double cost = 0;  // what evicting it loses, e.g. GPU-seconds of progress; >= 0
   MilliCpu cpu;     // host resources it holds on its node
   MiB host_memory;
+  // When the workload last entered the queue: its arrival, or its re-creation after it was
+  // evicted. Breaks ties between equal slices of equal cost before ids do.
+  double since = 0;
 };
 
 struct EvictionPlan {

@@ -133,6 +133,7 @@ class Simulation {
   // Per workload: when its current run started and ends, and when its current wait gives up
   // (events at other times are stale: the workload was evicted and waits or runs again).
   std::vector<SimTime> start_t_, end_t_, giveup_t_;
+  std::vector<SimTime> evicted_t_;  // when it was last evicted (if evicted_)
   std::vector<uint8_t> evicted_;
   std::vector<uint8_t> untried_;  // queued and not tried since it arrived or was evicted
   std::vector<size_t> requeue_;   // evicted during the current event: join queue_ at its end
@@ -234,7 +235,12 @@ Status Simulation::RetryQueue(SimTime t, bool room_freed) {
     // its end, in workload order (their pods are recreated after the cycle).
     const bool evicted = !requeue_.empty();
     std::sort(requeue_.begin(), requeue_.end());
-    for (size_t v : requeue_) untried_[v] = 1;
+    // A victim comes back as a new pod, which the scheduler observes like any arrival: the
+    // strategy sees its demand again (the MIG planner's recent mix counts it once more).
+    for (size_t v : requeue_) {
+      untried_[v] = 1;
+      strategy_.Observe(w_[v].demand, t);
+    }
     queue_.insert(queue_.end(), requeue_.begin(), requeue_.end());
     requeue_.clear();
     if (!reservation_ended_ && !(preemption_ && (placed_any || evicted))) return Status::Ok();
@@ -256,6 +262,8 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
     for (size_t i = 0; i < parts_[o].size(); ++i) {
       EvictionCandidate& c = candidates[parts_[o][i].ledger_id];
       c.cost = HeldGpuShare(c_, parts_[o][i].a) * static_cast<double>(t - start_t_[o]);
+      // Queued since its arrival, or since its last eviction (its pod was re-created then).
+      c.since = static_cast<double>(evicted_[o] ? evicted_t_[o] : w_[o].arrival_s);
       if (i > 0) continue;
       c.cpu = d.cpu;
       c.host_memory = d.host_memory;
@@ -307,6 +315,7 @@ Result<bool> Simulation::TryPreempt(size_t wi, SimTime t, Placement* p) {
     --m_.placed;
     --m_.placed_by_class[w_[v].cls];
     m_.placed_workloads[v] = 0;
+    evicted_t_[v] = t;
     giveup_t_[v] = t + w_[v].patience_s;
     events_.push(Event{giveup_t_[v], kGiveUp, v});
     requeue_.push_back(v);
@@ -439,6 +448,7 @@ Result<SharingMetrics> Simulation::Run() {
   start_t_.assign(w_.size(), -1);
   end_t_.assign(w_.size(), -1);
   giveup_t_.assign(w_.size(), -1);
+  evicted_t_.assign(w_.size(), -1);
   evicted_.assign(w_.size(), 0);
   untried_.assign(w_.size(), 0);
   const int64_t initial_reconfigs = c_.reconfigurations();

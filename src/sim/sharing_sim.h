@@ -87,7 +87,8 @@ struct SharingMetrics {
   int64_t mig_instances_destroyed = 0;
   // Preemption (docs/SHARING.md, "Preemption"): workloads evicted for one of higher priority,
   // and how many of them never ran again. An evicted workload waits again with its full
-  // patience and, once placed again, runs its whole duration; `placed` counts it only then.
+  // patience (the strategy observes its demand again, as the scheduler observes the recreated
+  // pod) and, once placed again, runs its whole duration; `placed` counts it only then.
   int64_t preemptions = 0;
   int64_t preempted_not_replaced = 0;
   std::vector<int64_t> arrived_by_class;  // indexed like SharingScenario::classes

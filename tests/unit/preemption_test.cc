@@ -227,6 +227,48 @@ TEST(PlanEvictionFractionTest, EqualCostsAreOrderedBySliceNotId) {
   }
 }
 
+// Equal slices of equal cost (two MPS clients alike on one GPU) are told apart by when each
+// entered the queue: the newer is evicted, whichever id it has. The scheduler gives a pod it
+// re-creates after an eviction a new id, the simulation keeps the workload's.
+TEST(PlanEvictionFractionTest, EqualSlicesEvictTheNewerWhateverItsId) {
+  for (const bool swap_ids : {false, true}) {
+    SCOPED_TRACE(swap_ids);
+    const WorkloadId older = swap_ids ? 51 : 50, newer = swap_ids ? 50 : 51;
+    ClusterState c;
+    ASSERT_TRUE(c.AddNode(Node("n", 2, 16)).ok());
+    for (WorkloadId id : {older, newer}) {
+      SliceDemand d;
+      d.memory_mib = 10 * kGiB;
+      d.cpu = MilliCpu(4000);
+      SliceAssignment a;
+      a.kind = SliceKind::kMps;
+      a.gpus = GpuMask{1} << 1;
+      a.thread_pct = 20;
+      a.memory_mib = 10 * kGiB;
+      ASSERT_TRUE(c.Allocate(id, d, a).ok());
+    }
+    std::map<WorkloadId, EvictionCandidate> cands;
+    cands[older] = {3, MilliCpu(4000), MiB(kGiB), /*since=*/100};
+    cands[newer] = {3, MilliCpu(4000), MiB(kGiB), /*since=*/200};
+    // GPU 0 is empty; 12 of 16 cores are needed and 8 are free: one victim for host room.
+    SliceDemand host;
+    host.memory_mib = 10 * kGiB;
+    host.cpu = MilliCpu(12000);
+    auto p = PlanEviction(c, host, cands, nullptr);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->victims, std::vector<WorkloadId>{newer});
+    // Only GPU 1 may serve (GPU 0 held by a whole-GPU workload that is no candidate): both
+    // clients are cleared, then the older is reprieved first; one victim is enough.
+    ASSERT_TRUE(c.Allocate(60, Demand{MilliCpu(0), MiB(0), 1, 1000, 0}, Placement{0, 1}).ok());
+    SliceDemand gpu;
+    gpu.memory_mib = 70 * kGiB;
+    p = PlanEviction(c, gpu, cands, nullptr,
+                     [](const std::vector<WorkloadId>& v) { return v.size() == 1; });
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->victims, std::vector<WorkloadId>{newer});
+  }
+}
+
 // ---- the sharing simulation with priorities ---------------------------------------------------
 
 // One node of two H100s; class 0 "low" and class 1 "high", whole GPUs.
