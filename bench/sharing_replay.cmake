@@ -49,8 +49,19 @@ if(TESSERA_BUILD_TESTS)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
                    --bench $<TARGET_FILE:tessera-bench-sharing-replay>
                    --seeds 122,437,643,901,1420)
-  set_tests_properties(sharing_replay_random sharing_replay_random-regressions PROPERTIES
-    LABELS unit TIMEOUT 600 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+  # Random scenarios with a new scheduler core every 10 minutes of simulated time, or every
+  # 97 s: it adopts every bound pod and never gives anything twice.
+  add_test(NAME sharing_replay_random-restarts
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
+                   --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 1 --count 20
+                   --restart-every 600)
+  add_test(NAME sharing_replay_random-restarts-often
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
+                   --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 21 --count 20
+                   --restart-every 97)
+  set_tests_properties(sharing_replay_random sharing_replay_random-regressions
+                       sharing_replay_random-restarts sharing_replay_random-restarts-often
+                       PROPERTIES LABELS unit TIMEOUT 600 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   add_test(NAME sharing_replay_small_static_mig
            COMMAND tessera-bench-sharing-replay --static-mig --scenario
                    ${CMAKE_SOURCE_DIR}/bench/scenarios/sharing-small.json)

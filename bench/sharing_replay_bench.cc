@@ -3,7 +3,7 @@
 // outcome beside `tessera sim sharing`'s tessera strategy on the same workloads.
 //
 //   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE] [--static-mig]
-//                                [--hours H] [--cycle-interval S] [--progress]
+//                                [--hours H] [--cycle-interval S] [--restart-every S] [--progress]
 //
 // Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
 // annotation (MIG off everywhere, as the sim's tessera strategy starts). A scenario's node
@@ -16,7 +16,10 @@
 // (gave up), arrivals are added and the scheduler cycles again; with --cycle-interval S it
 // cycles only at multiples of S seconds. Every bind is confirmed at once (the pod
 // comes back with nodeName and the bind's annotations), every MIG re-layout is reported applied
-// at once followed by another cycle at the same time; an eviction deletes the pod.
+// at once followed by another cycle at the same time; an eviction deletes the pod. With
+// --restart-every S a new core takes over at every multiple of S seconds: it is given the
+// nodes with the MIG layouts applied so far and every pod (bound pods with their annotations),
+// as a restarted scheduler lists them; it then goes on from there.
 //
 // Checks every bind: tessera.io/assignment decodes, names the bind's node and concrete GPUs,
 // MIG assignments name an instance, and no MIG instance or whole GPU is given twice at once.
@@ -27,8 +30,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "cluster/gpu_catalog.h"
@@ -39,14 +44,14 @@
 namespace tessera::kube {
 namespace {
 
-// `mig_layout` on the first `mig_gpus` GPUs (MigLayoutString form), MIG off on the others.
-Json NodeJson(const NodeSpec& n, const std::string& mig_layout = "", int mig_gpus = 0) {
+// Per GPU its MIG layout (MigLayoutString form), or "" for MIG off; GPUs past the list: off.
+Json NodeJson(const NodeSpec& n, const std::vector<std::string>& layouts) {
   const GpuModelInfo& info = GpuCatalog::Builtin().Get(n.model);
   std::vector<GpuInventoryEntry> inv;
   for (int g = 0; g < n.gpu_count; ++g) {
-    const bool mig = g < mig_gpus && !mig_layout.empty();
-    inv.push_back({g, "GPU-" + n.name + "-" + std::to_string(g), info.name, info.memory_mib, mig,
-                   mig ? mig_layout : "", true});
+    const std::string layout = g < static_cast<int>(layouts.size()) ? layouts[g] : "";
+    inv.push_back({g, "GPU-" + n.name + "-" + std::to_string(g), info.name, info.memory_mib,
+                   !layout.empty(), layout, true});
   }
   return {{"apiVersion", "v1"},
           {"kind", "Node"},
@@ -123,6 +128,7 @@ struct ReplayResult {
   int64_t workloads = 0, placed = 0, abandoned = 0, never_placed = 0, evicted = 0;
   int64_t evicted_not_replaced = 0;
   int64_t relayouts = 0, cycles = 0, violations = 0;
+  int64_t restarts = 0;  // scheduler cores replaced (--restart-every)
   double p50_wait_s = 0, p95_wait_s = 0;
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // assignment kind of each bind
@@ -155,12 +161,13 @@ class Replay {
   Replay(const SharingScenario& s, const std::vector<SharingWorkload>& w, SchedulerCore& core)
       : s_(s),
         w_(w),
-        core_(core),
+        core_(&core),
         state_(w.size(), kFuture),
         bound_node_(w.size()),
         wait_from_(w.size(), 0),
         end_t_(w.size(), -1),
-        generation_(w.size(), 0) {
+        generation_(w.size(), 0),
+        bound_annotations_(w.size()) {
     r_.workloads = static_cast<int64_t>(w.size());
     r_.placed_by_class.assign(s.classes.size(), 0);
     r_.placed_workloads.assign(w.size(), 0);
@@ -175,8 +182,11 @@ class Replay {
       if (static_mig_ && g.static_mig_gpus > 0)
         if (const MigGeometry* geo = MigGeometryFor(g.model))
           layout = MigLayoutString(*geo, g.static_mig_layout);
-      for (int i = 0; i < g.count; ++i, ++k)
-        core_.UpsertNode(NodeJson(specs[k], layout, g.static_mig_gpus));
+      for (int i = 0; i < g.count; ++i, ++k) {
+        std::vector<std::string> layouts;
+        if (!layout.empty()) layouts.assign(g.static_mig_gpus, layout);
+        core_->UpsertNode(NodeJson(specs[k], layouts));
+      }
     }
     std::set<SimTime> times;
     for (const SharingWorkload& w : w_) times.insert(w.arrival_s);
@@ -185,6 +195,11 @@ class Replay {
       const SimTime t = *times.begin();
       times.erase(times.begin());
       if (t >= s_.horizon_s) break;
+      if (restart_every_ > 0 && t >= next_restart_) {
+        if (next_restart_ > 0) TESSERA_RETURN_IF_ERROR(Restart(t, times));
+        next_restart_ = (t / restart_every_ + 1) * restart_every_;
+        times.insert(next_restart_);
+      }
       // Departures; the scheduler only cycles when something changed.
       bool departed = false;
       for (auto it = departures_.begin(); it != departures_.end() && it->first <= t;) {
@@ -196,7 +211,7 @@ class Replay {
       for (size_t i = 0; i < w_.size(); ++i) {
         if (state_[i] != kPending || wait_from_[i] + w_[i].patience_s > t) continue;
         state_[i] = kAbandoned;
-        core_.DeletePod(Pod(i));
+        core_->DeletePod(Pod(i));
       }
       // Arrivals.
       bool arrived = false;
@@ -204,7 +219,7 @@ class Replay {
         const SharingWorkload& w = w_[next_arrival];
         state_[next_arrival] = kPending;
         wait_from_[next_arrival] = w.arrival_s;
-        core_.UpsertPod(Pod(next_arrival));
+        core_->UpsertPod(Pod(next_arrival));
         times.insert(w.arrival_s + w.patience_s);
         ++next_arrival;
         arrived = true;
@@ -229,7 +244,7 @@ class Replay {
     }
     r_.p50_wait_s = Quantile(waits_, 0.50);
     r_.p95_wait_s = Quantile(waits_, 0.95);
-    r_.relayouts = core_.stats().relayouts_applied;
+    r_.relayouts = relayouts_before_restarts_ + core_->stats().relayouts_applied;
     int64_t running_or_done = 0;
     for (int st : state_) running_or_done += st == kRunning || st == kDone;
     if (r_.placed != running_or_done || r_.placed + r_.abandoned + r_.never_placed != r_.workloads)
@@ -268,7 +283,7 @@ class Replay {
 
   void CycleAt(SimTime t, std::set<SimTime>& times) {
     for (int round = 0; round < 64; ++round) {
-      CycleOutput out = core_.Cycle(static_cast<double>(t));
+      CycleOutput out = core_->Cycle(static_cast<double>(t));
       ++r_.cycles;
       static const long dbg_lo = getenv("DBG_LO") ? atol(getenv("DBG_LO")) : -1;
       static const long dbg_hi = getenv("DBG_HI") ? atol(getenv("DBG_HI")) : -1;
@@ -300,7 +315,7 @@ class Replay {
         --r_.placed;
         --r_.placed_by_class[w_[i].cls];
         r_.placed_workloads[i] = 0;
-        core_.DeletePod(Pod(i, bound_node_[i]));
+        core_->DeletePod(Pod(i, bound_node_[i]));
         evicted.insert(i);
       }
       for (size_t i : evicted) {
@@ -308,11 +323,11 @@ class Replay {
         ++generation_[i];
         wait_from_[i] = t;
         end_t_[i] = -1;
-        core_.UpsertPod(Pod(i));
+        core_->UpsertPod(Pod(i));
         times.insert(t + w_[i].patience_s);
       }
       for (const LayoutAction& l : out.layouts)
-        if (!core_.LayoutReported(l.node, l.gpu, l.revision, true, ""))
+        if (!core_->LayoutReported(l.node, l.gpu, l.revision, true, ""))
           Violation("layout report refused: " + l.node + "/" + std::to_string(l.gpu));
       if (out.layouts.empty() && out.binds.empty() && out.evictions.empty()) return;
     }
@@ -345,7 +360,8 @@ class Replay {
     ++r_.placed_by_class[w.cls];
     r_.placed_workloads[i] = 1;
     if (generation_[i] == 0) waits_.push_back(static_cast<double>(t - w.arrival_s));
-    core_.UpsertPod(Pod(i, b.node, b.annotations));
+    core_->UpsertPod(Pod(i, b.node, b.annotations));
+    bound_annotations_[i] = b.annotations;
     end_t_[i] = t + w.duration_s;
     departures_.emplace(end_t_[i], i);
     times.insert(t + w.duration_s);
@@ -416,22 +432,59 @@ class Replay {
     holdings_.erase(it);
   }
 
+  // A new scheduler takes over at t, as after a crash or a leader change: it sees the nodes
+  // with the MIG layouts applied so far (as the agent reports them) and every pod, bound pods
+  // with their assignment annotations, and must go on without giving anything twice.
+  Status Restart(SimTime t, std::set<SimTime>& times) {
+    auto fresh = make_core_();
+    if (!fresh.ok()) return fresh.status();
+    const ClusterState& old = core_->cluster();
+    for (const NodeSpec& spec : SharingNodeSpecs(s_)) {
+      std::vector<std::string> layouts;
+      for (NodeIdx n = 0; n < old.num_nodes(); ++n) {
+        if (old.spec(n).name != spec.name) continue;
+        for (int g = 0; g < old.gpu_count(n); ++g) {
+          const GpuSlices& gpu = old.gpu(n, g);
+          const MigGeometry* geo = MigGeometryFor(gpu.model);
+          layouts.push_back(gpu.mig_enabled() && geo ? MigLayoutString(*geo, gpu.Layout()) : "");
+        }
+      }
+      (*fresh)->UpsertNode(NodeJson(spec, layouts));
+    }
+    for (size_t i = 0; i < w_.size(); ++i) {
+      if (state_[i] == kRunning) (*fresh)->UpsertPod(Pod(i, bound_node_[i], bound_annotations_[i]));
+      if (state_[i] == kPending) (*fresh)->UpsertPod(Pod(i));
+    }
+    relayouts_before_restarts_ += core_->stats().relayouts_applied;
+    restarted_ = std::move(*fresh);
+    core_ = restarted_.get();
+    ++r_.restarts;
+    Changed(t, times);
+    return Status::Ok();
+  }
+
   bool Depart(size_t i) {
     if (state_[i] != kRunning) return false;
     Release(i);
     state_[i] = kDone;
-    core_.DeletePod(Pod(i, bound_node_[i]));
+    core_->DeletePod(Pod(i, bound_node_[i]));
     return true;
   }
 
   const SharingScenario& s_;
   const std::vector<SharingWorkload>& w_;
-  SchedulerCore& core_;
+  SchedulerCore* core_;
   std::vector<int> state_;
   std::vector<std::string> bound_node_;
   std::vector<SimTime> wait_from_;  // when the current wait began (arrival or eviction)
   std::vector<SimTime> end_t_;      // when the current run ends (-1: not running)
   std::vector<int> generation_;     // times evicted and recreated
+  std::vector<std::map<std::string, std::string>> bound_annotations_;  // of the current bind
+  // Restarts (set_restart_every): the core since the last one, and how to make the next.
+  std::unique_ptr<SchedulerCore> restarted_;
+  std::function<Result<std::unique_ptr<SchedulerCore>>()> make_core_;
+  SimTime restart_every_ = 0, next_restart_ = 0;
+  int64_t relayouts_before_restarts_ = 0;
   std::multimap<SimTime, size_t> departures_;
   std::vector<double> waits_;
   std::set<std::string> held_;       // MIG instances and whole GPUs in use
@@ -453,6 +506,11 @@ class Replay {
   // > 0: the scheduler cycles only at multiples of this many seconds (as a real scheduler's
   // cycle interval), which bounds the number of cycles; waits grow by up to the interval.
   void set_cycle_interval(SimTime s) { interval_ = s; }
+  // > 0: a new scheduler core, from `make`, takes over at every multiple of this many seconds.
+  void set_restart_every(SimTime s, std::function<Result<std::unique_ptr<SchedulerCore>>()> make) {
+    restart_every_ = s;
+    make_core_ = std::move(make);
+  }
 };
 
 int Main(int argc, char** argv) {
@@ -487,6 +545,12 @@ int Main(int argc, char** argv) {
   app.add_flag("--require-identical-placements", require_identical,
                "exit with status 1 unless both paths placed every workload at the same time, on "
                "the same node and GPUs, as the same kind of slice");
+  SimTime restart_every = 0;
+  app.add_option("--restart-every", restart_every,
+                 "replace the scheduler core by a new one every this many simulated seconds, fed "
+                 "the nodes (with the MIG layouts applied so far) and every pod, as after a "
+                 "restart; the checks of every bind still apply (0 = never)")
+      ->check(CLI::NonNegativeNumber);
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
                "exit with status 1 unless both paths placed exactly the same workloads (and "
@@ -534,6 +598,8 @@ int Main(int argc, char** argv) {
   rep.set_progress(progress);
   rep.set_static_mig(static_mig);
   rep.set_cycle_interval(cycle_interval);
+  if (restart_every > 0)
+    rep.set_restart_every(restart_every, [&config] { return SchedulerCore::Create(config); });
   auto replay = rep.Run();
   if (!replay.ok()) {
     std::fprintf(stderr, "replay: %s\n", replay.status().ToString().c_str());
@@ -590,6 +656,7 @@ int Main(int argc, char** argv) {
   std::printf("\nscheduler: most frequent wait reasons (notices):\n");
   for (size_t i = 0; i < why.size() && i < 6; ++i)
     std::printf("  %5lld  %s\n", static_cast<long long>(why[i].first), why[i].second.c_str());
+  if (r.restarts > 0) std::printf("scheduler restarts: %lld\n", static_cast<long long>(r.restarts));
   std::printf("unsettled times (64 cycles without settling): %lld",
               static_cast<long long>(r.unsettled));
   for (const auto& t : r.unsettled_samples) std::printf(" t=%s", t.c_str());
@@ -637,6 +704,7 @@ int Main(int argc, char** argv) {
               {"workloads", workloads->size()},
               {"static_mig", static_mig},
               {"tessera_protection_ignored", protection_ignored},
+              {"restarts", r.restarts},
               {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
                            sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
               {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,
