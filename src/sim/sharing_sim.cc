@@ -482,8 +482,7 @@ Result<SharingMetrics> Simulation::Run() {
       // Arrivals of one second: with priorities, the higher first (as one scheduling cycle
       // takes them); otherwise in id order.
       std::vector<size_t> arrivals = {e.w};
-      while (preemption_ && !events_.empty() && events_.top().t == e.t &&
-             events_.top().type == kArrival) {
+      while (!events_.empty() && events_.top().t == e.t && events_.top().type == kArrival) {
         arrivals.push_back(events_.top().w);
         events_.pop();
       }
@@ -494,9 +493,13 @@ Result<SharingMetrics> Simulation::Run() {
       const bool whole_queue = retry_at_arrival_ || preemption_;
       const bool room_freed = retry_at_arrival_;
       retry_at_arrival_ = false;
+      // Every arrival of this second is observed before any is placed, as the scheduler
+      // submits all new pods at the start of its cycle.
       for (size_t a : arrivals) {
         ++m_.arrived_by_class[w_[a].cls];
         strategy_.Observe(w_[a].demand, e.t);
+      }
+      for (size_t a : arrivals) {
         if (!whole_queue) {
           auto placed = TryPlace(a, e.t);
           if (!placed.ok()) return placed.status();

@@ -24,7 +24,8 @@
 // Event semantics: arrivals at their times; a placed workload departs at start + duration; a
 // workload that does not fit waits in a FIFO queue and gives up at arrival + patience. At one
 // time, departures come first, then (if any departed) the queue is retried in arrival order,
-// then give-ups, then arrivals, each tried at once. Only events before the horizon count.
+// then give-ups, then arrivals, each tried at once (the strategy observes all the arrivals of
+// that time before any is tried). Only events before the horizon count.
 //
 // Metrics (per strategy), measured by the simulation rather than taken from the strategy:
 //   placed / abandoned / never_placed   workloads that started before giving up and before the
