@@ -439,17 +439,14 @@ class Replay {
     auto fresh = make_core_();
     if (!fresh.ok()) return fresh.status();
     const ClusterState& old = core_->cluster();
-    for (const NodeSpec& spec : SharingNodeSpecs(s_)) {
+    for (NodeIdx n = 0; n < old.num_nodes(); ++n) {
       std::vector<std::string> layouts;
-      for (NodeIdx n = 0; n < old.num_nodes(); ++n) {
-        if (old.spec(n).name != spec.name) continue;
-        for (int g = 0; g < old.gpu_count(n); ++g) {
-          const GpuSlices& gpu = old.gpu(n, g);
-          const MigGeometry* geo = MigGeometryFor(gpu.model);
-          layouts.push_back(gpu.mig_enabled() && geo ? MigLayoutString(*geo, gpu.Layout()) : "");
-        }
+      for (int g = 0; g < old.gpu_count(n); ++g) {
+        const GpuSlices& gpu = old.gpu(n, g);
+        const MigGeometry* geo = MigGeometryFor(gpu.model);
+        layouts.push_back(gpu.mig_enabled() && geo ? MigLayoutString(*geo, gpu.Layout()) : "");
       }
-      (*fresh)->UpsertNode(NodeJson(spec, layouts));
+      (*fresh)->UpsertNode(NodeJson(old.spec(n), layouts));
     }
     for (size_t i = 0; i < w_.size(); ++i) {
       if (state_[i] == kRunning) (*fresh)->UpsertPod(Pod(i, bound_node_[i], bound_annotations_[i]));

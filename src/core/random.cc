@@ -1,5 +1,8 @@
 #include "core/random.h"
 
+#include <cmath>
+#include <numbers>
+
 namespace tessera {
 namespace {
 uint64_t SplitMix(uint64_t& x) {
@@ -44,6 +47,12 @@ uint64_t Rng::Uniform(uint64_t n) {
 
 double Rng::UniformDouble() {
   return static_cast<double>(Next() >> 11) * 0x1.0p-53;
+}
+
+double Rng::Normal() {
+  const double u1 = 1.0 - UniformDouble();
+  const double u2 = UniformDouble();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
 }  // namespace tessera

@@ -21,6 +21,9 @@ class Rng {
   uint64_t Uniform(uint64_t n);
   // Uniform double in [0, 1).
   double UniformDouble();
+  // Standard normal draw (Box-Muller on two UniformDouble draws, the first taken as 1 - u so
+  // that its logarithm is finite).
+  double Normal();
 
   template <typename T>
   void Shuffle(std::vector<T>& v) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numbers>
 #include <set>
 
 #include "core/random.h"
@@ -274,10 +273,7 @@ double Lifetime(Rng& rng, const GeneratorConfig& c) {
     const double lo = std::log(c.long_running_min_s), hi = std::log(c.long_running_max_s);
     s = std::exp(lo + rng.UniformDouble() * (hi - lo));
   } else {
-    const double u1 = 1.0 - rng.UniformDouble();
-    const double u2 = rng.UniformDouble();
-    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-    s = c.lifetime_median_s * std::exp(c.lifetime_sigma * z);
+    s = c.lifetime_median_s * std::exp(c.lifetime_sigma * rng.Normal());
   }
   return std::clamp(std::round(s), 1.0, kMaxLifetimeS);
 }

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <numbers>
 #include <set>
 
 #include "core/random.h"
@@ -308,14 +307,10 @@ TEST(MixFamily, StudentTUpperTailMatchesTheTables) {
 // n normal pairs (c, f) with sd(c) = ratio x sd(f) and correlation rho.
 void DrawPairs(Rng& rng, int n, double ratio, double rho, std::vector<double>& c,
                std::vector<double>& f) {
-  auto normal = [&] {
-    const double u = 1.0 - rng.UniformDouble(), v = rng.UniformDouble();
-    return std::sqrt(-2.0 * std::log(u)) * std::cos(2.0 * std::numbers::pi * v);
-  };
   c.assign(n, 0);
   f.assign(n, 0);
   for (int i = 0; i < n; ++i) {
-    const double a = normal(), b = normal();
+    const double a = rng.Normal(), b = rng.Normal();
     f[i] = 5.0 + a;
     c[i] = 3.0 + ratio * (rho * a + std::sqrt(1.0 - rho * rho) * b);
   }
