@@ -60,8 +60,15 @@ if(TESSERA_BUILD_TESTS)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
                    --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 21 --count 20
                    --restart-every 97)
+  # The same, with every new core told that MIG is off on every GPU: bound pods keep what their
+  # assignments name.
+  add_test(NAME sharing_replay_random-restarts-stale
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
+                   --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 41 --count 20
+                   --restart-every 97 --stale-reports)
   set_tests_properties(sharing_replay_random sharing_replay_random-regressions
                        sharing_replay_random-restarts sharing_replay_random-restarts-often
+                       sharing_replay_random-restarts-stale
                        PROPERTIES LABELS unit TIMEOUT 600 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   add_test(NAME sharing_replay_small_static_mig
            COMMAND tessera-bench-sharing-replay --static-mig --scenario

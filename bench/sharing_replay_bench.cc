@@ -3,7 +3,8 @@
 // outcome beside `tessera sim sharing`'s tessera strategy on the same workloads.
 //
 //   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE] [--static-mig]
-//                                [--hours H] [--cycle-interval S] [--restart-every S] [--progress]
+//                                [--hours H] [--cycle-interval S] [--restart-every S]
+//                                [--stale-reports] [--progress]
 //
 // Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
 // annotation (MIG off everywhere, as the sim's tessera strategy starts). A scenario's node
@@ -19,10 +20,13 @@
 // at once followed by another cycle at the same time; an eviction deletes the pod. With
 // --restart-every S a new core takes over at every multiple of S seconds: it is given the
 // nodes with the MIG layouts applied so far and every pod (bound pods with their annotations),
-// as a restarted scheduler lists them; it then goes on from there.
+// as a restarted scheduler lists them; it then goes on from there. With --stale-reports every
+// node tells each new core that MIG is off on all its GPUs (a report that lags the node, or is
+// wrong), and nothing corrects it: the bound pods' assignments must keep what they name.
 //
 // Checks every bind: tessera.io/assignment decodes, names the bind's node and concrete GPUs,
-// MIG assignments name an instance, and no MIG instance or whole GPU is given twice at once.
+// MIG assignments name an instance, and no MIG instance or whole GPU is given twice at once;
+// and that every restarted core adopts every bound pod.
 // Exits 1 when a check fails or the counts are inconsistent (placed + abandoned + never placed
 // + evicted != workloads), 2 on bad input. The two paths disagreeing, and times where the
 // scheduler still re-lays out or binds after 64 cycles ("unsettled"), are reported, not failures.
@@ -128,7 +132,8 @@ struct ReplayResult {
   int64_t workloads = 0, placed = 0, abandoned = 0, never_placed = 0, evicted = 0;
   int64_t evicted_not_replaced = 0;
   int64_t relayouts = 0, cycles = 0, violations = 0;
-  int64_t restarts = 0;  // scheduler cores replaced (--restart-every)
+  int64_t restarts = 0;        // scheduler cores replaced (--restart-every)
+  int64_t adopt_failures = 0;  // bound pods a core could not account (AdoptFailed)
   double p50_wait_s = 0, p95_wait_s = 0;
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // assignment kind of each bind
@@ -245,6 +250,7 @@ class Replay {
     r_.p50_wait_s = Quantile(waits_, 0.50);
     r_.p95_wait_s = Quantile(waits_, 0.95);
     r_.relayouts = relayouts_before_restarts_ + core_->stats().relayouts_applied;
+    r_.adopt_failures = adopt_failures_before_restarts_ + core_->stats().adopt_failures;
     int64_t running_or_done = 0;
     for (int st : state_) running_or_done += st == kRunning || st == kDone;
     if (r_.placed != running_or_done || r_.placed + r_.abandoned + r_.never_placed != r_.workloads)
@@ -303,7 +309,12 @@ class Replay {
                   n.message.c_str());
       }
       for (const BindAction& b : out.binds) Bind(b, t, times);
-      for (const PodNotice& n : out.notices) ++r_.notices[NoticeKey(n.message)];
+      for (const PodNotice& n : out.notices) {
+        ++r_.notices[NoticeKey(n.message)];
+        // Every pod here was bound by a scheduler core; one a later core cannot account would
+        // leave its GPUs free to others.
+        if (n.reason == "AdoptFailed") Violation(n.name + " not adopted: " + n.message);
+      }
       // An evicted pod is deleted; its controller creates it again at once (a new uid), and
       // it waits with its full patience. Recreated in workload order.
       std::set<size_t> evicted;
@@ -444,7 +455,8 @@ class Replay {
       for (int g = 0; g < old.gpu_count(n); ++g) {
         const GpuSlices& gpu = old.gpu(n, g);
         const MigGeometry* geo = MigGeometryFor(gpu.model);
-        layouts.push_back(gpu.mig_enabled() && geo ? MigLayoutString(*geo, gpu.Layout()) : "");
+        const bool reported = gpu.mig_enabled() && geo && !stale_reports_;
+        layouts.push_back(reported ? MigLayoutString(*geo, gpu.Layout()) : "");
       }
       (*fresh)->UpsertNode(NodeJson(old.spec(n), layouts));
     }
@@ -453,6 +465,7 @@ class Replay {
       if (state_[i] == kPending) (*fresh)->UpsertPod(Pod(i));
     }
     relayouts_before_restarts_ += core_->stats().relayouts_applied;
+    adopt_failures_before_restarts_ += core_->stats().adopt_failures;
     restarted_ = std::move(*fresh);
     core_ = restarted_.get();
     ++r_.restarts;
@@ -481,7 +494,7 @@ class Replay {
   std::unique_ptr<SchedulerCore> restarted_;
   std::function<Result<std::unique_ptr<SchedulerCore>>()> make_core_;
   SimTime restart_every_ = 0, next_restart_ = 0;
-  int64_t relayouts_before_restarts_ = 0;
+  int64_t relayouts_before_restarts_ = 0, adopt_failures_before_restarts_ = 0;
   std::multimap<SimTime, size_t> departures_;
   std::vector<double> waits_;
   std::set<std::string> held_;       // MIG instances and whole GPUs in use
@@ -491,6 +504,7 @@ class Replay {
   ReplayResult r_;
   bool progress_ = false;
   bool static_mig_ = false;
+  bool stale_reports_ = false;
   SimTime interval_ = 0;
   bool dirty_ = false;
   SimTime last_hour_ = -1;
@@ -500,6 +514,8 @@ class Replay {
   // Nodes start with the scenario's static MIG layouts (as the static-mig strategy) instead of
   // MIG off everywhere (as the sim's tessera strategy).
   void set_static_mig(bool on) { static_mig_ = on; }
+  // Restarted cores are told that MIG is off on every GPU.
+  void set_stale_reports(bool on) { stale_reports_ = on; }
   // > 0: the scheduler cycles only at multiples of this many seconds (as a real scheduler's
   // cycle interval), which bounds the number of cycles; waits grow by up to the interval.
   void set_cycle_interval(SimTime s) { interval_ = s; }
@@ -548,6 +564,10 @@ int Main(int argc, char** argv) {
                  "the nodes (with the MIG layouts applied so far) and every pod, as after a "
                  "restart; the checks of every bind still apply (0 = never)")
       ->check(CLI::NonNegativeNumber);
+  bool stale_reports = false;
+  app.add_flag("--stale-reports", stale_reports,
+               "with --restart-every: every node tells each new core that MIG is off on all its "
+               "GPUs, whatever instances bound pods hold (a report that lags, or is wrong)");
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
                "exit with status 1 unless both paths placed exactly the same workloads (and "
@@ -594,6 +614,7 @@ int Main(int argc, char** argv) {
   Replay rep(*scenario, *workloads, **core);
   rep.set_progress(progress);
   rep.set_static_mig(static_mig);
+  rep.set_stale_reports(stale_reports);
   rep.set_cycle_interval(cycle_interval);
   if (restart_every > 0)
     rep.set_restart_every(restart_every, [&config] { return SchedulerCore::Create(config); });
@@ -653,7 +674,10 @@ int Main(int argc, char** argv) {
   std::printf("\nscheduler: most frequent wait reasons (notices):\n");
   for (size_t i = 0; i < why.size() && i < 6; ++i)
     std::printf("  %5lld  %s\n", static_cast<long long>(why[i].first), why[i].second.c_str());
-  if (r.restarts > 0) std::printf("scheduler restarts: %lld\n", static_cast<long long>(r.restarts));
+  if (r.restarts > 0)
+    std::printf("scheduler restarts: %lld%s; bound pods not adopted: %lld\n",
+                static_cast<long long>(r.restarts), stale_reports ? " (stale node reports)" : "",
+                static_cast<long long>(r.adopt_failures));
   std::printf("unsettled times (64 cycles without settling): %lld",
               static_cast<long long>(r.unsettled));
   for (const auto& t : r.unsettled_samples) std::printf(" t=%s", t.c_str());
@@ -702,6 +726,8 @@ int Main(int argc, char** argv) {
               {"static_mig", static_mig},
               {"tessera_protection_ignored", protection_ignored},
               {"restarts", r.restarts},
+              {"stale_reports", stale_reports},
+              {"adopt_failures", r.adopt_failures},
               {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
                            sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
               {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,

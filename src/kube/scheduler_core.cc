@@ -105,30 +105,6 @@ void SchedulerCore::UpsertNode(const Json& node) {
   masks_stale_ = true;
 }
 
-void SchedulerCore::SyncMigLayouts(NodeIdx n) {
-  const NodeInfo& info = node_info_[n];
-  const MigGeometry* geo = MigGeometryFor(info.model);
-  for (const GpuInventoryEntry& e : info.inventory) {
-    if (e.index < 0 || e.index >= state_.gpu_count(n)) continue;
-    if (relayouts_.count({n, e.index})) continue;  // the re-layout in flight decides
-    MigLayout layout;
-    if (e.mig_enabled && geo) {
-      auto parsed = ParseMigLayout(*geo, e.mig_layout);
-      if (!parsed.ok()) continue;  // DecodeInventory already checked it
-      layout = std::move(*parsed);
-    }
-    const GpuSlices& gpu = state_.gpu(n, e.index);
-    if (gpu.mig_enabled() == (e.mig_enabled && geo) && gpu.Layout() == layout) continue;
-    // Refused when it would destroy an instance the ledger has in use: the ledger keeps the
-    // layout its running slices need (counted in tessera_mig_layout_conflicts).
-    auto diff = state_.SetMigLayout(n, e.index, e.mig_enabled && geo, layout);
-    if (!diff.ok())
-      layout_conflicts_[info.spec.name + "/" + std::to_string(e.index)] = diff.status().message();
-    else
-      layout_conflicts_.erase(info.spec.name + "/" + std::to_string(e.index));
-  }
-}
-
 void SchedulerCore::NodeGone(NodeIdx n, const std::string& why) {
   node_alive_[n] = 0;
   std::vector<GpuKey> on_node;
@@ -168,96 +144,6 @@ void SchedulerCore::DeleteNode(const Json& node) {
   auto it = node_index_.find(name);
   if (it == node_index_.end() || !node_alive_[it->second]) return;
   NodeGone(it->second, "node " + name + " disappeared; its jobs are requeued whole");
-}
-
-Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
-  auto it = node_index_.find(p.req.node_name);
-  if (it == node_index_.end()) return NotFound("node " + p.req.node_name + " is not known yet");
-  const NodeIdx n = it->second;
-  const NodeFree& f = state_.free(n);
-  const GpuModelId model = node_info_[n].model;
-  Demand d = model != kNoGpuModel ? DemandOn(p.req, model) : p.req.demand;
-  d.models = 0;
-  if (d.num_gpu > f.gpu_count) d.num_gpu = f.gpu_count, d.gpu_milli = d.num_gpu ? 1000 : 0;
-  JobSpec spec;
-  spec.id = next_job_++;
-  spec.name = p.key;
-  const bool known_queue = [&] {
-    for (const auto& q : admission_->Queues())
-      if (q.name == p.req.queue) return true;
-    return false;
-  }();
-  spec.queue =
-      p.req.scheduler_name == config_.scheduler_name && known_queue ? p.req.queue : kExternalQueue;
-  spec.priority = p.req.priority;
-  spec.pods = 1;
-  spec.preemptible = preemptible;
-  // Slices: pods placed as slices, and pods whose assignment names a MIG instance, an MPS client
-  // or a time-slice replica. The named slice is adopted as it is; without one, any free slice
-  // of the node that suits the request is taken, so the count stays right.
-  std::optional<SliceAssignment> named;
-  if (p.req.assignment && p.req.assignment->node == p.req.node_name)
-    named = SliceFor(*p.req.assignment, node_info_[n], n);
-  const bool slice_kind =
-      named && named->kind != SliceKind::kExclusive && named->kind != SliceKind::kShare;
-  if (state_.gpu_count(n) > 0 &&
-      (WantsSlice(p.req, config_.select_share_mechanism) || slice_kind)) {
-    SliceDemand sd = SliceDemandOn(p.req, model);
-    sd.models = 0;
-    SliceAssignment s;
-    if (named) {
-      s = *named;
-    } else {
-      std::vector<uint8_t> only(state_.num_nodes(), 0);
-      only[n] = 1;
-      SliceChoice c = SliceSelector().Select(state_, sd, &only);
-      if (!c.placed)
-        return FailedPrecondition("no slice for it on " + p.req.node_name + ": " + c.reason);
-      s = c.assignment;
-    }
-    spec.pod = d;
-    spec.slice = sd;
-    TESSERA_RETURN_IF_ERROR(
-        admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s}));
-    return Adopted(p, spec.id);
-  }
-  Placement pl{n, 0};
-  if (p.req.assignment && p.req.assignment->node == p.req.node_name &&
-      !p.req.assignment->gpus.empty()) {
-    for (int g : p.req.assignment->gpus)
-      if (g >= 0 && g < kMaxGpusPerNode) pl.gpus |= GpuMask{1} << g;
-  } else if (d.num_gpu > 0) {
-    int got = 0;
-    for (int g = 0; g < f.gpu_count && got < d.num_gpu; ++g) {
-      if (f.gpu[g] >= d.gpu_milli) {
-        pl.gpus |= GpuMask{1} << g;
-        ++got;
-      }
-    }
-  }
-  if (std::popcount(pl.gpus) != d.num_gpu) {
-    // The annotation and the request disagree: trust the annotation's GPUs.
-    if (d.num_gpu > 0 && pl.gpus != 0) {
-      d.num_gpu = std::popcount(pl.gpus);
-      if (d.num_gpu > 1) d.gpu_milli = 1000;
-    }
-  }
-  spec.pod = d;
-  TESSERA_RETURN_IF_ERROR(admission_->Adopt(state_, spec, {pl}, last_now_));
-  return Adopted(p, spec.id);
-}
-
-Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {
-  auto job = std::make_shared<JobEntry>();
-  job->id = job_id;
-  job->pods = {p.key};
-  job->adopted = true;
-  jobs_[job_id] = job;
-  p.job = job_id;
-  p.index = 0;
-  p.adopted = true;
-  ++stats_.adopted;
-  return Status::Ok();
 }
 
 void SchedulerCore::UpsertPod(const Json& pod) {
@@ -300,7 +186,7 @@ void SchedulerCore::UpsertPod(const Json& pod) {
         // job (released when the job ends) and account the pod where it really is.
         p.job = 0;
         p.index = -1;
-        if (!AdoptBound(p).ok()) unadopted_.insert(key);
+        if (!AdoptBound(p).ok()) unadopted_.emplace(key, false);
         return;
       }
       // Bound by someone else while pending here: withdraw our job for it, adopt it.
@@ -320,7 +206,7 @@ void SchedulerCore::UpsertPod(const Json& pod) {
         }
         p.job = 0;
       }
-      if (!AdoptBound(p).ok()) unadopted_.insert(key);
+      if (!AdoptBound(p).ok()) unadopted_.emplace(key, false);
     }
     return;
   }
@@ -337,7 +223,7 @@ void SchedulerCore::UpsertPod(const Json& pod) {
         deferred_notices_.push_back(
             {e->req.ns, e->req.name, e->req.uid, "AdoptFailed", st.message()});
       }
-      unadopted_.insert(key);
+      unadopted_[key] = st.code() != StatusCode::kNotFound;
     }
     return;
   }
@@ -570,23 +456,32 @@ CycleOutput SchedulerCore::Cycle(double now) {
   deferred_notices_.clear();
   out.evictions = std::move(held_evictions_);
   held_evictions_.clear();
-  // Bound pods whose node was not known yet.
+  // GPUs whose report was refused take it once what was in its way is gone.
+  if (!layout_conflicts_.empty()) {
+    std::vector<GpuKey> conflicts;
+    for (const auto& [key, why] : layout_conflicts_) conflicts.push_back(key);
+    for (const auto& [n, g] : conflicts)
+      if (node_alive_[n]) SyncMigLayouts(n, g);
+  }
+  // Bound pods whose node was not known yet, or whose GPUs were taken (each failure is
+  // reported once; the pod is adopted once they are free).
   for (auto it = unadopted_.begin(); it != unadopted_.end();) {
-    auto pt = pods_.find(*it);
-    if (pt == pods_.end() || pt->second->job != 0) {
+    auto pt = pods_.find(it->first);
+    if (pt == pods_.end() || pt->second->job != 0 || !pt->second->bound) {
       it = unadopted_.erase(it);
       continue;
     }
     Status st = AdoptBound(*pt->second);
-    if (st.ok() || st.code() != StatusCode::kNotFound) {
-      if (!st.ok()) {
-        ++stats_.adopt_failures;
-        Notice(*it, "AdoptFailed", st.message(), out);
-      }
+    if (st.ok()) {
       it = unadopted_.erase(it);
-    } else {
-      ++it;
+      continue;
     }
+    if (st.code() != StatusCode::kNotFound && !it->second) {
+      ++stats_.adopt_failures;
+      Notice(it->first, "AdoptFailed", st.message(), out);
+      it->second = true;
+    }
+    ++it;
   }
   // Pods whose eviction was refused become preemption victims again once their wait is over.
   for (auto& [key, retry] : eviction_retry_) {
@@ -604,7 +499,7 @@ CycleOutput SchedulerCore::Cycle(double now) {
     jobs_.erase(jt);
     p.job = 0;
     p.index = -1;
-    if (!AdoptBound(p).ok()) unadopted_.insert(key);
+    if (!AdoptBound(p).ok()) unadopted_.emplace(key, false);
   }
   SubmitPending(now);
   if (masks_stale_) {
@@ -768,7 +663,7 @@ void SchedulerCore::EvictionFailed(const EvictAction& e, const Status& why) {
       (void)admission_->Requeue(state_, job,
                                 "victim " + key + " could not be evicted: " + why.message());
   Status st = AdoptBound(p, /*preemptible=*/false);
-  if (!st.ok()) unadopted_.insert(key);
+  if (!st.ok()) unadopted_.emplace(key, false);
   EvictionRetry& retry = eviction_retry_[key];
   const double wait = std::min(
       kEvictionRetryMaxSeconds,

@@ -9,7 +9,10 @@
 //    NotReady node releases its allocations; every job with a pod on it is requeued whole.
 //  * Pods of other schedulers and pods bound before a restart are adopted at their node with
 //    the GPUs their tessera.io/assignment annotation names (or any free GPUs if it has none), so
-//    no GPU is ever assigned twice. A bound pod whose GPUs are already taken is reported.
+//    no GPU is ever assigned twice. The assignment wins over a node report that does not show
+//    the named instance (or shows MIG where it names a GPU with MIG off): see
+//    ConformToAssignment. A bound pod whose GPUs are already taken is reported once and adopted
+//    when they are free.
 //  * Pending pods with spec.schedulerName == config.scheduler_name become admission jobs: one
 //    pod each, or one job per gang (tessera.io/gang) once min-member pods (or, without
 //    min-member, the pods seen when no new member arrived for gang_settle_s) are pending.
@@ -231,9 +234,18 @@ class SchedulerCore {
   Status AdoptBound(PodEntry& pod, bool preemptible = true);
   // Records an adopted pod's one-pod job.
   Status Adopted(PodEntry& pod, WorkloadId job);
-  // Brings node n's MIG layouts in the ledger to its inventory's (tessera.io/gpu-inventory);
-  // a change that would destroy an instance in use is refused and kept in layout_conflicts_.
-  void SyncMigLayouts(NodeIdx n);
+  // Brings node n's MIG layouts in the ledger (GPU `only` alone, or all with -1) to its
+  // inventory's (tessera.io/gpu-inventory); a change that would destroy an instance in use is
+  // refused and kept in layout_conflicts_, and retried every cycle until the instance is free.
+  void SyncMigLayouts(NodeIdx n, int only = -1);
+  // A bound pod's assignment is evidence of its GPUs' state even where the node's report
+  // disagrees (a report that lags a restart, or is wrong): the ledger's GPUs named by `s` take
+  // the state it needs (MIG on with its instance `mig_instance`, "<profile>@<start>", or MIG
+  // off for any other kind), destroying only free instances. A GPU changed so becomes a layout
+  // conflict, and the report takes over again once nothing in the way is in use. Nothing
+  // changes where running work is in the way; adoption then reports the conflict.
+  void ConformToAssignment(const SliceAssignment& s, const std::string& mig_instance,
+                           const std::string& key);
   std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
                      CycleOutput& out);
   // Rightsizing (scheduler_rightsize.cc). ObserveRightsize reads a pod's rightsizing history
@@ -281,7 +293,9 @@ class SchedulerCore {
   std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> mask_cache_;
   std::vector<BindAction> held_;             // binds waiting for terminating pods to leave
   std::vector<EvictAction> held_evictions_;  // evictions decided outside a cycle
-  std::set<std::string> unadopted_;          // bound pods whose node is not known yet
+  // Bound pods not accounted yet: their node is not known yet (value false), or adoption
+  // failed and was reported (true). Both are retried every cycle.
+  std::map<std::string, bool> unadopted_;
   double last_now_ = 0;
   std::map<NodeIdx, std::set<std::string>> terminating_;  // evicted pods still present
   WorkloadId next_job_ = 1;
@@ -297,7 +311,8 @@ class SchedulerCore {
     int refusals = 0;
   };
   std::map<std::string, EvictionRetry> eviction_retry_;
-  std::map<std::string, std::string> layout_conflicts_;  // "node/gpu" -> why the layout is stale
+  // GPUs whose ledger layout is not the node's report, and why.
+  std::map<std::pair<NodeIdx, int>, std::string> layout_conflicts_;
   // MIG re-layouts in flight (scheduler_relayout.cc).
   struct Relayout {
     int64_t revision = 0;

@@ -157,7 +157,8 @@ std::string SchedulerCore::Metrics(double now) const {
   out += "tessera_mig_relayouts_in_flight " + std::to_string(relayouts_.size()) + "\n";
   out +=
       "# HELP tessera_mig_layout_conflicts GPUs whose published MIG layout would destroy "
-      "instances in use, so the scheduler keeps the layout it has.\n";
+      "instances in use or omits one a bound pod names, so the scheduler keeps the layout its "
+      "pods need until they are gone.\n";
   out += "# TYPE tessera_mig_layout_conflicts gauge\n";
   out += "tessera_mig_layout_conflicts " + std::to_string(layout_conflicts_.size()) + "\n";
   out +=

@@ -201,6 +201,7 @@ void SchedulerCore::EndRelayout(GpuKey key, bool applied, const std::string& why
   if (applied) {
     auto diff = state_.SetMigLayout(key.first, key.second, r.mig_after, r.after);
     if (diff.ok()) {
+      layout_conflicts_.erase(key);  // the applied layout is newer than the report
       ++stats_.relayouts_applied;
       for (WorkloadId job : r.jobs) ReleaseRelayoutWait(job);
       return;

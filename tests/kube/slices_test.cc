@@ -281,6 +281,116 @@ TEST(SchedulerSlicesTest, InventoryLayoutChangesReachTheLedgerUnlessTheyDestroyB
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 
+int64_t LayoutConflicts(const SchedulerCore& core) {
+  const std::string m = core.Metrics(0);
+  const std::string name = "\ntessera_mig_layout_conflicts ";
+  const size_t at = m.find(name);
+  return at == std::string::npos ? -1 : std::stoll(m.substr(at + name.size()));
+}
+
+// A restarted scheduler may read a node report that does not show an instance a bound pod
+// holds (the report lags, or is wrong). The pod's assignment wins while it runs: its GPU is
+// not handed out again, and the report takes over once the pod is gone.
+TEST(SchedulerSlicesTest, ABoundPodKeepsItsInstanceWhenTheReportOmitsIt) {
+  auto first = Core();
+  first->UpsertNode(MigNodeJson("m", kLayouts));
+  first->UpsertPod(PodJson("p0", kMig1g));
+  const CycleOutput out1 = first->Cycle(1);
+  ASSERT_EQ(out1.binds.size(), 1u);
+  const std::string a0 = out1.binds[0].annotations.at(kAnnotationAssignment);
+  ASSERT_EQ(DecodeAssignment(a0)->mig_instance, "1g.10gb@0");
+
+  auto second = Core(/*relayout=*/false);
+  second->UpsertNode(MigNodeJson("m", {"", ""}));  // MIG off on both GPUs
+  const Json p0 = PodJson("p0", kMig1g, {{kAnnotationAssignment, a0}}, "m");
+  second->UpsertPod(p0);
+  for (const char* w : {"w0", "w1"}) second->UpsertPod(PodJson(w, {{"nvidia.com/gpu", "1"}}));
+  second->UpsertPod(PodJson("m1", {{"nvidia.com/mig-3g.40gb", "1"}}));
+  const CycleOutput out2 = second->Cycle(2);
+  EXPECT_EQ(second->stats().adopted, 1);
+  EXPECT_EQ(second->stats().adopt_failures, 0);
+  EXPECT_EQ(Notice(out2, "p0"), "");
+  const auto a2 = Assignments(out2);
+  // One whole GPU is left (GPU 1); GPU 0 holds p0's instance, and the free room beside it is
+  // not known to exist on the node, so nothing else gets it.
+  ASSERT_EQ(a2.size(), 1u) << out2.binds[0].name;
+  EXPECT_EQ(a2.begin()->second.gpus, std::vector<int>{1});
+  EXPECT_EQ(a2.begin()->second.kind, AssignmentKind::kExclusive);
+  EXPECT_TRUE(second->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_EQ(LayoutConflicts(*second), 1);
+  EXPECT_TRUE(second->cluster().CheckInvariants().ok());
+
+  // The report catches up: the ledger takes its layout (which holds p0's instance) and the
+  // 3g.40gb it shows goes to the waiting pod.
+  second->UpsertNode(MigNodeJson("m", kLayouts));
+  const auto a3 = Assignments(second->Cycle(3));
+  ASSERT_EQ(a3.count("m1"), 1u);
+  EXPECT_EQ(a3.at("m1").mig_instance, "3g.40gb@4");
+  EXPECT_EQ(LayoutConflicts(*second), 0);
+
+  // A report that stays wrong: once p0 is gone, the ledger follows the report.
+  auto third = Core(/*relayout=*/false);
+  third->UpsertNode(MigNodeJson("m", {"", ""}));
+  third->UpsertPod(p0);
+  third->Cycle(4);
+  EXPECT_TRUE(third->cluster().gpu(0, 0).mig_enabled());
+  third->DeletePod(p0);
+  third->UpsertPod(PodJson("w2", {{"nvidia.com/gpu", "2"}}));
+  const auto a5 = Assignments(third->Cycle(5));
+  ASSERT_EQ(a5.count("w2"), 1u);
+  EXPECT_EQ(a5.at("w2").gpus, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(third->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_EQ(LayoutConflicts(*third), 0);
+}
+
+// A bound pod whose named GPU is held by another pod is reported once, and adopted once the
+// other pod is gone.
+TEST(SchedulerSlicesTest, AnAdoptionThatFailsIsReportedOnceAndRetried) {
+  auto core = Core(/*relayout=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  const std::string gpu0 = R"({"node":"m","kind":"exclusive","gpus":[0],"uuids":["GPU-m-0"]})";
+  const Json a = PodJson("a", {{"nvidia.com/gpu", "1"}}, {{kAnnotationAssignment, gpu0}}, "m");
+  const Json b = PodJson("b", {{"nvidia.com/gpu", "1"}}, {{kAnnotationAssignment, gpu0}}, "m");
+  core->UpsertPod(a);
+  core->UpsertPod(b);
+  const CycleOutput out1 = core->Cycle(1);
+  EXPECT_NE(Notice(out1, "b").find("AdoptFailed"), std::string::npos) << Notice(out1, "b");
+  EXPECT_EQ(Notice(core->Cycle(2), "b"), "");
+  EXPECT_EQ(core->stats().adopt_failures, 1);
+  EXPECT_EQ(core->stats().adopted, 1);
+  core->DeletePod(a);
+  core->Cycle(3);
+  EXPECT_EQ(core->stats().adopted, 2);
+  core->UpsertPod(PodJson("c", {{"nvidia.com/gpu", "1"}}));
+  const auto got = Assignments(core->Cycle(4));
+  ASSERT_EQ(got.count("c"), 1u);
+  EXPECT_EQ(got.at("c").gpus, std::vector<int>{1});  // GPU 0 is b's
+}
+
+// An instance the node's report drops while its pod runs stays in the ledger until the pod
+// goes, then the ledger follows the report: the instance is not handed out again.
+TEST(SchedulerSlicesTest, AnInstanceTheReportDroppedIsGoneOnceItsPodIs) {
+  auto core = Core(/*relayout=*/false);
+  core->UpsertNode(MigNodeJson("m", kLayouts));
+  core->UpsertPod(PodJson("p0", kMig1g));
+  const CycleOutput out1 = core->Cycle(1);
+  ASSERT_EQ(out1.binds.size(), 1u);
+  const Json bound =
+      PodJson("p0", kMig1g,
+              {{kAnnotationAssignment, out1.binds[0].annotations.at(kAnnotationAssignment)}}, "m");
+  core->UpsertPod(bound);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->Cycle(2);
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_EQ(LayoutConflicts(*core), 1);
+  core->DeletePod(bound);
+  core->UpsertPod(PodJson("p1", kMig1g));
+  const CycleOutput out3 = core->Cycle(3);
+  EXPECT_TRUE(out3.binds.empty());  // no MIG GPU on the node any more
+  EXPECT_FALSE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_EQ(LayoutConflicts(*core), 0);
+}
+
 // A pod no instance and no re-layout can serve is told what the layouts hold and why no GPU
 // can be re-laid out.
 TEST(SchedulerSlicesTest, WaitingReasonsNameTheProfileAndTheBlockedReLayouts) {

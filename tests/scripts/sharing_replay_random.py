@@ -11,11 +11,12 @@ exits non-zero unless the scheduler places every workload at the same time, on t
 GPUs, as the same kind of slice, as the simulation does. With --restart-every S the scheduler
 core is replaced every S simulated seconds instead, as after a restart: the two paths may then
 differ, and only the bench's own checks apply (every bind's assignment is valid, nothing is
-given twice at once, the counts add up). A failing scenario is kept in the output directory,
-with the bench's report beside it.
+given twice at once, every bound pod is adopted, the counts add up). With --stale-reports as
+well, each new core is told that MIG is off on every GPU, whatever instances bound pods hold.
+A failing scenario is kept in the output directory, with the bench's report beside it.
 
 Usage: sharing_replay_random.py --bench PATH [--count N] [--seed S | --seeds S,S,...]
-                                [--restart-every S] [--keep DIR]
+                                [--restart-every S [--stale-reports]] [--keep DIR]
 Exit status: 0 when every scenario agrees, 1 otherwise, 2 on bad usage.
 """
 import argparse
@@ -121,6 +122,8 @@ def main():
     ap.add_argument("--seeds", help="comma-separated scenario seeds, instead of --seed/--count")
     ap.add_argument("--restart-every", type=int, default=0,
                     help="replace the scheduler core every S simulated seconds (checks only)")
+    ap.add_argument("--stale-reports", action="store_true",
+                    help="with --restart-every: new cores are told that MIG is off everywhere")
     ap.add_argument("--keep", help="directory for failing scenarios (default: a temporary one)")
     args = ap.parse_args()
     try:
@@ -128,9 +131,10 @@ def main():
                  list(range(args.seed, args.seed + args.count)))
     except ValueError:
         seeds = []
-    if not seeds or args.count < 1 or args.restart_every < 0 or not os.access(args.bench, os.X_OK):
-        print("need --count >= 1 or --seeds with integers, and an executable --bench",
-              file=sys.stderr)
+    if (not seeds or args.count < 1 or args.restart_every < 0 or
+            (args.stale_reports and args.restart_every == 0) or not os.access(args.bench, os.X_OK)):
+        print("need --count >= 1 or --seeds with integers, --restart-every with --stale-reports, "
+              "and an executable --bench", file=sys.stderr)
         return 2
     out = args.keep or tempfile.mkdtemp(prefix="sharing-replay-random-")
     os.makedirs(out, exist_ok=True)
@@ -141,6 +145,8 @@ def main():
             json.dump(scenario(seed), f, indent=1)
         mode = (["--restart-every", str(args.restart_every)] if args.restart_every > 0 else
                 ["--require-same-placements", "--require-identical-placements"])
+        if args.stale_reports:
+            mode.append("--stale-reports")
         run = subprocess.run([args.bench, "--scenario", path] + mode,
                              capture_output=True, text=True, timeout=600)
         last = (run.stdout.strip().splitlines() or [""])[-1]

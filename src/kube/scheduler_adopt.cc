@@ -1,0 +1,184 @@
+// SchedulerCore: what the cluster already holds. Pods bound before this process started (or by
+// other schedulers) are adopted at the slice their assignment names; the nodes' reported MIG
+// layouts reach the ledger unless running pods need another, and a bound pod's assignment is
+// evidence against a report that does not show what it holds.
+#include <algorithm>
+#include <bit>
+
+#include "kube/scheduler_core.h"
+#include "kube/scheduler_core_internal.h"
+
+namespace tessera::kube {
+
+void SchedulerCore::SyncMigLayouts(NodeIdx n, int only) {
+  const NodeInfo& info = node_info_[n];
+  const MigGeometry* geo = MigGeometryFor(info.model);
+  auto sync = [&](int g, bool enabled, const std::string& text) {
+    if (relayouts_.count({n, g})) return;  // the re-layout in flight decides
+    MigLayout layout;
+    if (enabled && geo) {
+      auto parsed = ParseMigLayout(*geo, text);
+      if (!parsed.ok()) return;  // DecodeInventory already checked it
+      layout = std::move(*parsed);
+    }
+    const GpuSlices& gpu = state_.gpu(n, g);
+    if (gpu.mig_enabled() == (enabled && geo) && gpu.Layout() == layout) {
+      layout_conflicts_.erase({n, g});
+      return;
+    }
+    // Refused when it would destroy an instance the ledger has in use: the ledger keeps the
+    // layout its running slices need (counted in tessera_mig_layout_conflicts).
+    auto diff = state_.SetMigLayout(n, g, enabled && geo, layout);
+    if (!diff.ok())
+      layout_conflicts_[{n, g}] = diff.status().message();
+    else
+      layout_conflicts_.erase({n, g});
+  };
+  bool listed = false;
+  for (const GpuInventoryEntry& e : info.inventory) {
+    if (e.index < 0 || e.index >= state_.gpu_count(n) || (only >= 0 && e.index != only)) continue;
+    listed = true;
+    sync(e.index, e.mig_enabled, e.mig_layout);
+  }
+  // A GPU its node does not report has MIG off (as when the node was first seen).
+  if (only >= 0 && only < state_.gpu_count(n) && !listed) sync(only, false, "");
+}
+
+void SchedulerCore::ConformToAssignment(const SliceAssignment& s, const std::string& mig_instance,
+                                        const std::string& key) {
+  const NodeIdx n = s.node;
+  const bool mig = s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps;
+  const MigGeometry* geo = MigGeometryFor(node_info_[n].model);
+  for (int g = 0; g < state_.gpu_count(n); ++g) {
+    if (!((s.gpus >> g) & 1) || relayouts_.count({n, g})) continue;
+    const GpuSlices& gpu = state_.gpu(n, g);
+    MigLayout layout;
+    std::string holds;
+    if (!mig) {
+      if (!gpu.mig_enabled()) continue;
+      holds = std::string(SliceKindName(s.kind)) + " use of the GPU with MIG off";
+    } else {
+      if (!geo) return;
+      auto parsed = ParseMigLayout(*geo, mig_instance);
+      if (!parsed.ok() || parsed->size() != 1 || parsed->front().start != s.mig_start) return;
+      const MigInstance inst = parsed->front();
+      if (gpu.mig_enabled()) {
+        const MigSlot* slot = gpu.Instance(inst.start);
+        if (slot && slot->instance == inst) continue;
+      } else if (!gpu.Idle()) {
+        return;
+      }
+      for (const MigSlot& slot : gpu.instances)
+        if (slot.clients > 0) layout.push_back(slot.instance);
+      if (!CheckMigAdd(*geo, layout, inst).ok()) return;
+      layout.push_back(inst);
+      for (const MigSlot& slot : gpu.instances)
+        if (slot.clients == 0 && CheckMigAdd(*geo, layout, slot.instance).ok())
+          layout.push_back(slot.instance);
+      std::sort(layout.begin(), layout.end());
+      holds = "MIG instance " + MigLayoutString(*geo, {inst});
+    }
+    if (!state_.SetMigLayout(n, g, mig, layout).ok()) return;
+    layout_conflicts_[{n, g}] =
+        "bound pod " + key + " holds " + holds + ", which the node's report does not show";
+  }
+}
+
+Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
+  auto it = node_index_.find(p.req.node_name);
+  if (it == node_index_.end()) return NotFound("node " + p.req.node_name + " is not known yet");
+  const NodeIdx n = it->second;
+  const NodeFree& f = state_.free(n);
+  const GpuModelId model = node_info_[n].model;
+  Demand d = model != kNoGpuModel ? DemandOn(p.req, model) : p.req.demand;
+  d.models = 0;
+  if (d.num_gpu > f.gpu_count) d.num_gpu = f.gpu_count, d.gpu_milli = d.num_gpu ? 1000 : 0;
+  JobSpec spec;
+  spec.id = next_job_++;
+  spec.name = p.key;
+  const bool known_queue = [&] {
+    for (const auto& q : admission_->Queues())
+      if (q.name == p.req.queue) return true;
+    return false;
+  }();
+  spec.queue =
+      p.req.scheduler_name == config_.scheduler_name && known_queue ? p.req.queue : kExternalQueue;
+  spec.priority = p.req.priority;
+  spec.pods = 1;
+  spec.preemptible = preemptible;
+  // Slices: pods placed as slices, and pods whose assignment names a MIG instance, an MPS client
+  // or a time-slice replica. The named slice is adopted as it is; without one, any free slice
+  // of the node that suits the request is taken, so the count stays right.
+  std::optional<SliceAssignment> named;
+  if (p.req.assignment && p.req.assignment->node == p.req.node_name)
+    named = SliceFor(*p.req.assignment, node_info_[n], n);
+  const bool slice_kind =
+      named && named->kind != SliceKind::kExclusive && named->kind != SliceKind::kShare;
+  if (state_.gpu_count(n) > 0 &&
+      (WantsSlice(p.req, config_.select_share_mechanism) || slice_kind)) {
+    SliceDemand sd = SliceDemandOn(p.req, model);
+    sd.models = 0;
+    SliceAssignment s;
+    if (named) {
+      s = *named;
+      ConformToAssignment(s, p.req.assignment->mig_instance, p.key);
+    } else {
+      std::vector<uint8_t> only(state_.num_nodes(), 0);
+      only[n] = 1;
+      SliceChoice c = SliceSelector().Select(state_, sd, &only);
+      if (!c.placed)
+        return FailedPrecondition("no slice for it on " + p.req.node_name + ": " + c.reason);
+      s = c.assignment;
+    }
+    spec.pod = d;
+    spec.slice = sd;
+    TESSERA_RETURN_IF_ERROR(
+        admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s}));
+    return Adopted(p, spec.id);
+  }
+  Placement pl{n, 0};
+  if (p.req.assignment && p.req.assignment->node == p.req.node_name &&
+      !p.req.assignment->gpus.empty()) {
+    for (int g : p.req.assignment->gpus)
+      if (g >= 0 && g < kMaxGpusPerNode) pl.gpus |= GpuMask{1} << g;
+    SliceAssignment whole;
+    whole.node = n;
+    whole.gpus = pl.gpus;
+    whole.kind = p.req.assignment->kind == AssignmentKind::kShare ? SliceKind::kShare
+                                                                  : SliceKind::kExclusive;
+    ConformToAssignment(whole, "", p.key);
+  } else if (d.num_gpu > 0) {
+    int got = 0;
+    for (int g = 0; g < f.gpu_count && got < d.num_gpu; ++g) {
+      if (f.gpu[g] >= d.gpu_milli) {
+        pl.gpus |= GpuMask{1} << g;
+        ++got;
+      }
+    }
+  }
+  if (std::popcount(pl.gpus) != d.num_gpu) {
+    // The annotation and the request disagree: trust the annotation's GPUs.
+    if (d.num_gpu > 0 && pl.gpus != 0) {
+      d.num_gpu = std::popcount(pl.gpus);
+      if (d.num_gpu > 1) d.gpu_milli = 1000;
+    }
+  }
+  spec.pod = d;
+  TESSERA_RETURN_IF_ERROR(admission_->Adopt(state_, spec, {pl}, last_now_));
+  return Adopted(p, spec.id);
+}
+
+Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {
+  auto job = std::make_shared<JobEntry>();
+  job->id = job_id;
+  job->pods = {p.key};
+  job->adopted = true;
+  jobs_[job_id] = job;
+  p.job = job_id;
+  p.index = 0;
+  p.adopted = true;
+  ++stats_.adopted;
+  return Status::Ok();
+}
+
+}  // namespace tessera::kube
