@@ -106,6 +106,34 @@ Status ClusterState::CheckFit(const SliceDemand& d, const SliceAssignment& a) co
   return InvalidArgument("unknown slice kind");
 }
 
+Result<bool> ClusterState::ConformGpu(NodeIdx n, int g, std::optional<MigInstance> inst) {
+  if (n >= specs_.size() || g < 0 || g >= gpu_count(n))
+    return NotFound("no GPU " + std::to_string(g) + " on node index " + std::to_string(n));
+  const GpuSlices& gpu = gpus_[n][g];
+  if (!inst) {
+    if (!gpu.mig_enabled()) return false;
+    TESSERA_RETURN_IF_ERROR(SetMigLayout(n, g, false, {}).status());
+    return true;
+  }
+  const MigGeometry* geo = MigGeometryFor(gpu.model);
+  if (!geo) return FailedPrecondition(GpuCatalog::Builtin().Get(gpu.model).name + " has no MIG");
+  if (gpu.mig_enabled()) {
+    const MigSlot* slot = gpu.Instance(inst->start);
+    if (slot && slot->instance == *inst) return false;
+  }
+  MigLayout layout;
+  for (const MigSlot& slot : gpu.instances)
+    if (slot.clients > 0) layout.push_back(slot.instance);
+  TESSERA_RETURN_IF_ERROR(CheckMigAdd(*geo, layout, *inst));
+  layout.push_back(*inst);
+  for (const MigSlot& slot : gpu.instances)
+    if (slot.clients == 0 && CheckMigAdd(*geo, layout, slot.instance).ok())
+      layout.push_back(slot.instance);
+  std::sort(layout.begin(), layout.end());
+  TESSERA_RETURN_IF_ERROR(SetMigLayout(n, g, true, layout).status());
+  return true;
+}
+
 Result<MigDiff> ClusterState::PreviewMigLayout(NodeIdx n, int g, bool mig_enabled,
                                                const MigLayout& layout) const {
   if (n >= specs_.size() || g < 0 || g >= gpu_count(n))

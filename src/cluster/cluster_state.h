@@ -32,6 +32,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -124,6 +125,11 @@ class ClusterState {
   // Applies a new MIG state to one GPU (see the contract above). mig_enabled = false requires
   // an empty layout. Reports the instances destroyed and created.
   Result<MigDiff> SetMigLayout(NodeIdx n, int g, bool mig_enabled, const MigLayout& layout);
+  // Makes GPU g of node n MIG-enabled with `inst` among its instances, keeping every instance
+  // in use and the free ones that still fit beside it; with no `inst`, MIG off. For a workload
+  // that holds a slice the recorded layout does not show (a node report that lags, or is
+  // wrong). Returns whether anything changed; refused when work in use is in the way.
+  Result<bool> ConformGpu(NodeIdx n, int g, std::optional<MigInstance> inst);
   // The diff SetMigLayout would apply, or the reason it cannot.
   Result<MigDiff> PreviewMigLayout(NodeIdx n, int g, bool mig_enabled,
                                    const MigLayout& layout) const;

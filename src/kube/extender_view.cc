@@ -111,6 +111,10 @@ Result<NodeModel> BuildNodeModel(const NodeInfo& n, const std::vector<const PodR
     if (p->assignment && p->assignment->node == n.spec.name) {
       auto s = ToSlice(*p->assignment, *p, n);
       if (s && m.cluster.Allocate(wid, d, *s).ok()) continue;
+      // The assignment wins over an inventory that does not show what it holds.
+      if (s && !ConformToAssignment(m.cluster, *s, p->assignment->mig_instance).empty() &&
+          m.cluster.Allocate(wid, d, *s).ok())
+        continue;
     }
     SliceChoice c = selector.Select(m.cluster, d);
     if (c.placed) (void)m.cluster.Allocate(wid, d, c.assignment);

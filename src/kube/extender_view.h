@@ -58,7 +58,9 @@ struct NodeModel {
 
 // Builds the model of `n` from its MIG layouts (inventory), its unhealthy GPUs (held) and the
 // pods in `bound`, in order: a pod holds the slice its tessera.io/assignment names (a milli-GPU
-// share as an MPS client), or, without one or if that slice is taken, what the selector chooses.
+// share as an MPS client; where the inventory does not show that instance, or shows MIG on a
+// GPU a non-MIG slice names, the GPU is made to hold it, destroying only free instances), or,
+// without one or if that slice is taken, what the selector chooses.
 // MIG pods without a concrete instance are counted by profile. Error: a MIG layout the node's
 // model cannot have.
 Result<NodeModel> BuildNodeModel(const NodeInfo& n, const std::vector<const PodRequest*>& bound,

@@ -46,42 +46,11 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n, int only) {
 
 void SchedulerCore::ConformToAssignment(const SliceAssignment& s, const std::string& mig_instance,
                                         const std::string& key) {
-  const NodeIdx n = s.node;
-  const bool mig = s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps;
-  const MigGeometry* geo = MigGeometryFor(node_info_[n].model);
-  for (int g = 0; g < state_.gpu_count(n); ++g) {
-    if (!((s.gpus >> g) & 1) || relayouts_.count({n, g})) continue;
-    const GpuSlices& gpu = state_.gpu(n, g);
-    MigLayout layout;
-    std::string holds;
-    if (!mig) {
-      if (!gpu.mig_enabled()) continue;
-      holds = std::string(SliceKindName(s.kind)) + " use of the GPU with MIG off";
-    } else {
-      if (!geo) return;
-      auto parsed = ParseMigLayout(*geo, mig_instance);
-      if (!parsed.ok() || parsed->size() != 1 || parsed->front().start != s.mig_start) return;
-      const MigInstance inst = parsed->front();
-      if (gpu.mig_enabled()) {
-        const MigSlot* slot = gpu.Instance(inst.start);
-        if (slot && slot->instance == inst) continue;
-      } else if (!gpu.Idle()) {
-        return;
-      }
-      for (const MigSlot& slot : gpu.instances)
-        if (slot.clients > 0) layout.push_back(slot.instance);
-      if (!CheckMigAdd(*geo, layout, inst).ok()) return;
-      layout.push_back(inst);
-      for (const MigSlot& slot : gpu.instances)
-        if (slot.clients == 0 && CheckMigAdd(*geo, layout, slot.instance).ok())
-          layout.push_back(slot.instance);
-      std::sort(layout.begin(), layout.end());
-      holds = "MIG instance " + MigLayoutString(*geo, {inst});
-    }
-    if (!state_.SetMigLayout(n, g, mig, layout).ok()) return;
-    layout_conflicts_[{n, g}] =
+  for (int g = 0; g < state_.gpu_count(s.node); ++g)
+    if (((s.gpus >> g) & 1) && relayouts_.count({s.node, g})) return;  // the re-layout decides
+  for (const auto& [g, holds] : kube::ConformToAssignment(state_, s, mig_instance))
+    layout_conflicts_[{s.node, g}] =
         "bound pod " + key + " holds " + holds + ", which the node's report does not show";
-  }
 }
 
 Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {

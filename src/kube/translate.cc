@@ -7,6 +7,7 @@
 #include <charconv>
 #include <set>
 
+#include "cluster/cluster_state.h"
 #include "cluster/mig_geometry.h"
 #include "kube/json_fields.h"
 #include "kube/translate_internal.h"
@@ -640,6 +641,30 @@ std::optional<SliceAssignment> SliceFor(const Assignment& a, const NodeInfo& nod
       return s;
   }
   return std::nullopt;
+}
+
+std::vector<std::pair<int, std::string>> ConformToAssignment(ClusterState& cluster,
+                                                             const SliceAssignment& s,
+                                                             const std::string& mig_instance) {
+  std::vector<std::pair<int, std::string>> changed;
+  const bool mig = s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps;
+  if (s.node >= cluster.num_nodes()) return changed;
+  std::optional<MigInstance> inst;
+  std::string holds = std::string(SliceKindName(s.kind)) + " use of the GPU with MIG off";
+  if (mig) {
+    const MigGeometry* geo = MigGeometryFor(cluster.spec(s.node).model);
+    if (!geo) return changed;
+    auto parsed = ParseMigLayout(*geo, mig_instance);
+    if (!parsed.ok() || parsed->size() != 1 || parsed->front().start != s.mig_start) return changed;
+    inst = parsed->front();
+    holds = "MIG instance " + MigLayoutString(*geo, *parsed);
+  }
+  for (int g = 0; g < cluster.gpu_count(s.node); ++g) {
+    if (!((s.gpus >> g) & 1)) continue;
+    auto done = cluster.ConformGpu(s.node, g, inst);
+    if (done.ok() && *done) changed.emplace_back(g, holds);
+  }
+  return changed;
 }
 
 }  // namespace tessera::kube

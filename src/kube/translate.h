@@ -56,6 +56,10 @@
 #include "cluster/types.h"
 #include "core/status.h"
 
+namespace tessera {
+class ClusterState;
+}
+
 namespace tessera::kube {
 
 using Json = nlohmann::json;
@@ -319,5 +323,12 @@ Assignment AssignmentFor(const NodeInfo& node, const SliceAssignment& s,
 // names no GPU, a GPU the node lacks, or a MIG instance without a start. The MIG profile is
 // not checked here: the ledger refuses an instance that does not exist.
 std::optional<SliceAssignment> SliceFor(const Assignment& a, const NodeInfo& node, NodeIdx n);
+// Brings the GPUs slice `s` names to what a bound pod's assignment says they hold, where
+// `cluster` disagrees (ClusterState::ConformGpu): MIG on with `mig_instance` ("<profile>@<start>",
+// the assignment's) for a MIG slice, MIG off for any other kind. GPUs with work in use in the
+// way are left as they are. Returns the GPUs changed and what the pod holds there.
+std::vector<std::pair<int, std::string>> ConformToAssignment(ClusterState& cluster,
+                                                             const SliceAssignment& s,
+                                                             const std::string& mig_instance);
 
 }  // namespace tessera::kube

@@ -148,6 +148,47 @@ TEST(EngineViewTest, EventsKeepItEqualToAViewBuiltAfresh) {
   ASSERT_TRUE(view.Find("a100-0").has_value());
 }
 
+// Bound pods hold what their assignments name even where the node's inventory does not show
+// it: a MIG instance on a GPU reported with MIG off, a whole GPU reported with MIG on.
+TEST(BuildNodeModelTest, AssignmentsWinOverAnInventoryThatOmitsThem) {
+  const NodeInfo info = Translated(MigNodeJson("a100-0", {"", "3g.40gb@0 3g.40gb@4", ""}));
+  auto bound = [](const std::string& uid, const Json& limits, const std::string& assignment) {
+    const Json pod = {
+        {"metadata",
+         {{"name", uid},
+          {"namespace", "ml"},
+          {"uid", uid},
+          {"annotations", {{kAnnotationAssignment, assignment}}}}},
+        {"spec",
+         {{"nodeName", "a100-0"},
+          {"containers", Json::array({{{"name", "main"},
+                                       {"resources",
+                                        {{"limits", limits},
+                                         {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}}},
+        {"status", {{"phase", "Running"}}}};
+    auto p = TranslatePod(pod);
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    return *p;
+  };
+  const PodRequest mig =
+      bound("mig", {{"nvidia.com/mig-1g.10gb", "1"}},
+            R"({"node":"a100-0","kind":"mig","gpus":[0],"mig_instance":"1g.10gb@0"})");
+  const PodRequest whole = bound("whole", {{"nvidia.com/gpu", "1"}},
+                                 R"({"node":"a100-0","kind":"exclusive","gpus":[1]})");
+  auto m = BuildNodeModel(info, {&mig, &whole}, SliceSelector());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const GpuSlices& g0 = m->cluster.gpu(0, 0);
+  ASSERT_TRUE(g0.mig_enabled());
+  const MigSlot* slot = g0.Instance(0);
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(slot->use, MigSlot::Use::kWhole);
+  const GpuSlices& g1 = m->cluster.gpu(0, 1);
+  EXPECT_FALSE(g1.mig_enabled());
+  EXPECT_EQ(g1.clients, 1);
+  EXPECT_EQ(m->cluster.gpu(0, 2).clients, 0);  // the one GPU left for others
+  EXPECT_TRUE(m->cluster.CheckInvariants().ok());
+}
+
 // A MIG-enabled GPU is held in the view for pods that do not ask for a MIG instance, and free
 // in the open view; an unhealthy GPU is held in both.
 TEST(EngineViewTest, BlocksWhatThePodCannotUse) {

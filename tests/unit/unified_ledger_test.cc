@@ -126,6 +126,40 @@ TEST(UnifiedLedgerTest, MigGpusOfferNoWholeOrShareCapacityAndCountUsedInstances)
   EXPECT_TRUE(c.CheckInvariants().ok()) << c.CheckInvariants().message();
 }
 
+// ConformGpu: a GPU is made to hold an instance a workload holds although the layout does not
+// show it, keeping busy instances and the free ones that still fit; never through busy work.
+TEST(UnifiedLedgerTest, ConformGpuAddsTheInstanceAndDropsOnlyFreeOnesInItsWay) {
+  ClusterState c = OneNode(2);
+  const MigInstance one_at_0{ProfileOf("1g.10gb"), 0};
+  // MIG off and idle: MIG on with the one instance.
+  auto r = c.ConformGpu(0, 0, one_at_0);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(c.gpu(0, 0).Layout(), MigLayout{one_at_0});
+  EXPECT_FALSE(*c.ConformGpu(0, 0, one_at_0));  // already there
+  // A free 3g.40gb@4 stays beside a new 1g.10gb@1; a free 4g.40gb@0 would overlap and goes.
+  ASSERT_TRUE(
+      c.SetMigLayout(0, 1, true, {{ProfileOf("4g.40gb"), 0}, {ProfileOf("3g.40gb"), 4}}).ok());
+  ASSERT_TRUE(*c.ConformGpu(0, 1, MigInstance{ProfileOf("1g.10gb"), 1}));
+  EXPECT_EQ(c.gpu(0, 1).Layout(),
+            (MigLayout{{ProfileOf("1g.10gb"), 1}, {ProfileOf("3g.40gb"), 4}}));
+  // Busy work in the way: refused, nothing changes.
+  ASSERT_TRUE(c.Allocate(7, Host(), MigAt(1, 4)).ok());
+  EXPECT_FALSE(c.ConformGpu(0, 1, MigInstance{ProfileOf("2g.20gb"), 4}).ok());
+  EXPECT_FALSE(c.ConformGpu(0, 1, std::nullopt).ok());
+  EXPECT_EQ(c.gpu(0, 1).Layout(),
+            (MigLayout{{ProfileOf("1g.10gb"), 1}, {ProfileOf("3g.40gb"), 4}}));
+  // Free instances in the way go; the busy one stays.
+  ASSERT_TRUE(*c.ConformGpu(0, 1, MigInstance{ProfileOf("4g.40gb"), 0}));
+  EXPECT_EQ(c.gpu(0, 1).Layout(),
+            (MigLayout{{ProfileOf("4g.40gb"), 0}, {ProfileOf("3g.40gb"), 4}}));
+  // No instance: MIG off, if nothing is in use.
+  EXPECT_TRUE(*c.ConformGpu(0, 0, std::nullopt));
+  EXPECT_FALSE(c.gpu(0, 0).mig_enabled());
+  EXPECT_FALSE(*c.ConformGpu(0, 0, std::nullopt));
+  EXPECT_TRUE(c.CheckInvariants().ok()) << c.CheckInvariants().message();
+}
+
 struct KindCase {
   const char* name;
   SliceAssignment a;
