@@ -559,15 +559,18 @@ int Main(int argc, char** argv) {
                "exit with status 1 unless both paths placed every workload at the same time, on "
                "the same node and GPUs, as the same kind of slice");
   SimTime restart_every = 0;
-  app.add_option("--restart-every", restart_every,
-                 "replace the scheduler core by a new one every this many simulated seconds, fed "
-                 "the nodes (with the MIG layouts applied so far) and every pod, as after a "
-                 "restart; the checks of every bind still apply (0 = never)")
-      ->check(CLI::NonNegativeNumber);
+  CLI::Option* restart_opt =
+      app.add_option(
+             "--restart-every", restart_every,
+             "replace the scheduler core by a new one every this many simulated seconds, fed "
+             "the nodes (with the MIG layouts applied so far) and every pod, as after a "
+             "restart; the checks of every bind still apply (0 = never)")
+          ->check(CLI::NonNegativeNumber);
   bool stale_reports = false;
   app.add_flag("--stale-reports", stale_reports,
                "with --restart-every: every node tells each new core that MIG is off on all its "
-               "GPUs, whatever instances bound pods hold (a report that lags, or is wrong)");
+               "GPUs, whatever instances bound pods hold (a report that lags, or is wrong)")
+      ->needs(restart_opt);
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
                "exit with status 1 unless both paths placed exactly the same workloads (and "
