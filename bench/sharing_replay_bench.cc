@@ -134,6 +134,9 @@ struct ReplayResult {
   int64_t relayouts = 0, cycles = 0, violations = 0;
   int64_t restarts = 0;        // scheduler cores replaced (--restart-every)
   int64_t adopt_failures = 0;  // bound pods a core could not account (AdoptFailed)
+  // Pods told their node's report lacks what they hold (SliceMissing): only stale reports
+  // should cause any.
+  int64_t slice_missing = 0;
   double p50_wait_s = 0, p95_wait_s = 0;
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // assignment kind of each bind
@@ -310,6 +313,12 @@ class Replay {
       }
       for (const BindAction& b : out.binds) Bind(b, t, times);
       for (const PodNotice& n : out.notices) {
+        if (n.reason == "SliceMissing") {
+          ++r_.slice_missing;
+          // The nodes' reports here show every layout applied: nothing is missing from them.
+          if (!stale_reports_) Violation(n.name + ": " + n.message);
+          continue;
+        }
         ++r_.notices[NoticeKey(n.message)];
         // Every pod here was bound by a scheduler core; one a later core cannot account would
         // leave its GPUs free to others.
@@ -678,9 +687,11 @@ int Main(int argc, char** argv) {
   for (size_t i = 0; i < why.size() && i < 6; ++i)
     std::printf("  %5lld  %s\n", static_cast<long long>(why[i].first), why[i].second.c_str());
   if (r.restarts > 0)
-    std::printf("scheduler restarts: %lld%s; bound pods not adopted: %lld\n",
-                static_cast<long long>(r.restarts), stale_reports ? " (stale node reports)" : "",
-                static_cast<long long>(r.adopt_failures));
+    std::printf(
+        "scheduler restarts: %lld%s; bound pods not adopted: %lld; told a slice is missing: "
+        "%lld\n",
+        static_cast<long long>(r.restarts), stale_reports ? " (stale node reports)" : "",
+        static_cast<long long>(r.adopt_failures), static_cast<long long>(r.slice_missing));
   std::printf("unsettled times (64 cycles without settling): %lld",
               static_cast<long long>(r.unsettled));
   for (const auto& t : r.unsettled_samples) std::printf(" t=%s", t.c_str());
@@ -731,6 +742,7 @@ int Main(int argc, char** argv) {
               {"restarts", r.restarts},
               {"stale_reports", stale_reports},
               {"adopt_failures", r.adopt_failures},
+              {"slice_missing", r.slice_missing},
               {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
                            sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
               {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,

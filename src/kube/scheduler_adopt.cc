@@ -27,12 +27,15 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n, int only) {
       return;
     }
     // Refused when it would destroy an instance the ledger has in use: the ledger keeps the
-    // layout its running slices need (counted in tessera_mig_layout_conflicts).
+    // layout its running slices need (counted in tessera_mig_layout_conflicts), and the pods
+    // holding what the report omits are told, once per conflict.
     auto diff = state_.SetMigLayout(n, g, enabled && geo, layout);
-    if (!diff.ok())
-      layout_conflicts_[{n, g}] = diff.status().message();
-    else
+    if (diff.ok()) {
       layout_conflicts_.erase({n, g});
+      return;
+    }
+    layout_conflicts_[{n, g}] = {diff.status().message(), std::nullopt};
+    NotifySliceMissing(n, g, enabled && geo, layout);
   };
   bool listed = false;
   for (const GpuInventoryEntry& e : info.inventory) {
@@ -44,13 +47,98 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n, int only) {
   if (only >= 0 && only < state_.gpu_count(n) && !listed) sync(only, false, "");
 }
 
-void SchedulerCore::ConformToAssignment(const SliceAssignment& s, const std::string& mig_instance,
-                                        const std::string& key) {
+void SchedulerCore::NotifySliceMissing(NodeIdx n, int g, bool mig_enabled,
+                                       const MigLayout& reported, WorkloadId only_job) {
+  const GpuSlices& gpu = state_.gpu(n, g);
+  const MigGeometry* geo = MigGeometryFor(node_info_[n].model);
+  for (WorkloadId w : state_.OnGpu(n, g)) {
+    const SliceAssignment* a = state_.Find(w);
+    const WorkloadId job = w / kPodsPerJob;
+    if (!a || (only_job != 0 && job != only_job)) continue;
+    std::string holds;
+    if (a->kind == SliceKind::kMig || a->kind == SliceKind::kMigMps) {
+      auto slot = std::find_if(gpu.instances.begin(), gpu.instances.end(),
+                               [&](const MigSlot& m) { return m.instance.start == a->mig_start; });
+      if (!geo || slot == gpu.instances.end()) continue;
+      if (mig_enabled &&
+          std::find(reported.begin(), reported.end(), slot->instance) != reported.end())
+        continue;  // the report shows it
+      holds = "MIG instance " + MigLayoutString(*geo, {slot->instance});
+    } else {
+      if (!mig_enabled) continue;
+      holds = std::string(SliceKindName(a->kind)) + " use of the GPU with MIG off";
+    }
+    auto jt = jobs_.find(job);
+    const size_t index = static_cast<size_t>(w % kPodsPerJob);
+    if (jt == jobs_.end() || index >= jt->second->pods.size()) continue;
+    auto pt = pods_.find(jt->second->pods[index]);
+    if (pt == pods_.end()) continue;
+    std::string msg = "this pod holds " + holds + " on GPU " + std::to_string(g) + " of node " +
+                      node_info_[n].spec.name +
+                      ", which the node's report does not show; the scheduler keeps it for the "
+                      "pod until the pod is gone. The report lags the node, or the node lost it "
+                      "(a GPU reset, MIG changed by hand): check the node agent.";
+    std::string& told = slice_missing_told_[pt->first];
+    if (told == msg) continue;  // once per pod and slice
+    told = msg;
+    const PodRequest& r = pt->second->req;
+    deferred_notices_.push_back({r.ns, r.name, r.uid, "SliceMissing", std::move(msg)});
+  }
+}
+
+std::optional<std::pair<bool, MigLayout>> SchedulerCore::ReportedLayout(NodeIdx n, int g) const {
+  const MigGeometry* geo = MigGeometryFor(node_info_[n].model);
+  for (const GpuInventoryEntry& e : node_info_[n].inventory) {
+    if (e.index != g) continue;
+    if (!e.mig_enabled || !geo) return std::make_pair(false, MigLayout{});
+    auto parsed = ParseMigLayout(*geo, e.mig_layout);
+    if (!parsed.ok()) return std::nullopt;
+    return std::make_pair(true, std::move(*parsed));
+  }
+  return std::make_pair(false, MigLayout{});
+}
+
+std::vector<SchedulerCore::Conformed> SchedulerCore::ConformToAssignment(
+    const SliceAssignment& s, const std::string& mig_instance, const std::string& key) {
+  std::vector<Conformed> saved;
   for (int g = 0; g < state_.gpu_count(s.node); ++g)
-    if (((s.gpus >> g) & 1) && relayouts_.count({s.node, g})) return;  // the re-layout decides
-  for (const auto& [g, holds] : kube::ConformToAssignment(state_, s, mig_instance))
-    layout_conflicts_[{s.node, g}] =
-        "bound pod " + key + " holds " + holds + ", which the node's report does not show";
+    if (((s.gpus >> g) & 1) && relayouts_.count({s.node, g}))
+      return saved;  // the re-layout decides
+  std::vector<Conformed> before;
+  for (int g = 0; g < state_.gpu_count(s.node); ++g) {
+    if (!((s.gpus >> g) & 1)) continue;
+    const GpuSlices& gpu = state_.gpu(s.node, g);
+    Conformed c{g, gpu.mig_enabled(), gpu.Layout(), std::nullopt};
+    if (auto it = layout_conflicts_.find({s.node, g}); it != layout_conflicts_.end())
+      c.conflict = it->second.why;
+    before.push_back(std::move(c));
+  }
+  for (const auto& [g, holds] : kube::ConformToAssignment(state_, s, mig_instance)) {
+    layout_conflicts_[{s.node, g}] = {
+        "bound pod " + key + " holds " + holds + ", which the node's report does not show",
+        std::nullopt};
+    for (Conformed& c : before)
+      if (c.gpu == g) saved.push_back(std::move(c));
+  }
+  return saved;
+}
+
+void SchedulerCore::NotifyConformed(NodeIdx n, const std::vector<Conformed>& conformed,
+                                    WorkloadId job) {
+  for (const Conformed& c : conformed)
+    if (auto reported = ReportedLayout(n, c.gpu))
+      NotifySliceMissing(n, c.gpu, reported->first, reported->second, job);
+}
+
+void SchedulerCore::RevertConform(NodeIdx n, const std::vector<Conformed>& saved) {
+  for (const Conformed& c : saved) {
+    // Legal: conforming kept every busy instance, and an adoption that failed holds nothing.
+    (void)state_.SetMigLayout(n, c.gpu, c.mig_enabled, c.layout);
+    if (c.conflict)
+      layout_conflicts_[{n, c.gpu}] = {*c.conflict, std::nullopt};
+    else
+      layout_conflicts_.erase({n, c.gpu});
+  }
 }
 
 Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
@@ -88,9 +176,10 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     SliceDemand sd = SliceDemandOn(p.req, model);
     sd.models = 0;
     SliceAssignment s;
+    std::vector<Conformed> conformed;
     if (named) {
       s = *named;
-      ConformToAssignment(s, p.req.assignment->mig_instance, p.key);
+      conformed = ConformToAssignment(s, p.req.assignment->mig_instance, p.key);
     } else {
       std::vector<uint8_t> only(state_.num_nodes(), 0);
       only[n] = 1;
@@ -101,11 +190,17 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     }
     spec.pod = d;
     spec.slice = sd;
-    TESSERA_RETURN_IF_ERROR(
-        admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s}));
-    return Adopted(p, spec.id);
+    Status st = admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s});
+    if (!st.ok()) {
+      RevertConform(n, conformed);
+      return st;
+    }
+    const Status done = Adopted(p, spec.id);
+    NotifyConformed(n, conformed, spec.id);
+    return done;
   }
   Placement pl{n, 0};
+  std::vector<Conformed> conformed;
   if (p.req.assignment && p.req.assignment->node == p.req.node_name &&
       !p.req.assignment->gpus.empty()) {
     for (int g : p.req.assignment->gpus)
@@ -115,7 +210,7 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     whole.gpus = pl.gpus;
     whole.kind = p.req.assignment->kind == AssignmentKind::kShare ? SliceKind::kShare
                                                                   : SliceKind::kExclusive;
-    ConformToAssignment(whole, "", p.key);
+    conformed = ConformToAssignment(whole, "", p.key);
   } else if (d.num_gpu > 0) {
     int got = 0;
     for (int g = 0; g < f.gpu_count && got < d.num_gpu; ++g) {
@@ -133,8 +228,14 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     }
   }
   spec.pod = d;
-  TESSERA_RETURN_IF_ERROR(admission_->Adopt(state_, spec, {pl}, last_now_));
-  return Adopted(p, spec.id);
+  Status st = admission_->Adopt(state_, spec, {pl}, last_now_);
+  if (!st.ok()) {
+    RevertConform(n, conformed);
+    return st;
+  }
+  const Status done = Adopted(p, spec.id);
+  NotifyConformed(n, conformed, spec.id);
+  return done;
 }
 
 Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {

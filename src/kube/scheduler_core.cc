@@ -91,6 +91,7 @@ void SchedulerCore::UpsertNode(const Json& node) {
     keep.spec.labels = std::move(labels);
     keep.model = node_info_[n].model;
     const bool inventory_changed = keep.inventory != node_info_[n].inventory;
+    if (inventory_changed || !node_alive_[n]) ++node_epoch_[n];
     node_info_[n] = std::move(keep);
     node_alive_[n] = 1;
     if (inventory_changed) SyncMigLayouts(n);
@@ -101,12 +102,14 @@ void SchedulerCore::UpsertNode(const Json& node) {
   node_index_[info->spec.name] = *idx;
   node_info_.push_back(std::move(*info));
   node_alive_.push_back(1);
+  node_epoch_.push_back(0);
   SyncMigLayouts(*idx);
   masks_stale_ = true;
 }
 
 void SchedulerCore::NodeGone(NodeIdx n, const std::string& why) {
   node_alive_[n] = 0;
+  ++node_epoch_[n];
   std::vector<GpuKey> on_node;
   for (const auto& [key, r] : relayouts_)
     if (key.first == n) on_node.push_back(key);
@@ -176,6 +179,7 @@ void SchedulerCore::UpsertPod(const Json& pod) {
     PodEntry& p = *it->second;
     const bool was_bound = p.bound;
     p.req = std::move(*req);
+    if (auto u = unadopted_.find(key); u != unadopted_.end()) u->second.tried.reset();
     if (p.rightsize_src && p.req.node_name.empty())
       p.rightsize_src = std::make_shared<const Json>(pod);
     if (!p.req.node_name.empty() && !was_bound) {
@@ -186,7 +190,7 @@ void SchedulerCore::UpsertPod(const Json& pod) {
         // job (released when the job ends) and account the pod where it really is.
         p.job = 0;
         p.index = -1;
-        if (!AdoptBound(p).ok()) unadopted_.emplace(key, false);
+        if (!AdoptBound(p).ok()) unadopted_.emplace(key, Unadopted{});
         return;
       }
       // Bound by someone else while pending here: withdraw our job for it, adopt it.
@@ -206,7 +210,7 @@ void SchedulerCore::UpsertPod(const Json& pod) {
         }
         p.job = 0;
       }
-      if (!AdoptBound(p).ok()) unadopted_.emplace(key, false);
+      if (!AdoptBound(p).ok()) unadopted_.emplace(key, Unadopted{});
     }
     return;
   }
@@ -223,7 +227,11 @@ void SchedulerCore::UpsertPod(const Json& pod) {
         deferred_notices_.push_back(
             {e->req.ns, e->req.name, e->req.uid, "AdoptFailed", st.message()});
       }
-      unadopted_[key] = st.code() != StatusCode::kNotFound;
+      Unadopted& u = unadopted_[key];
+      if (st.code() != StatusCode::kNotFound) {
+        u.reported = true;
+        u.tried = VersionOf(node_index_.at(e->req.node_name));
+      }
     }
     return;
   }
@@ -240,6 +248,7 @@ void SchedulerCore::ForgetPod(const std::string& key) {
   if (it == pods_.end()) return;
   PodEntry& p = *it->second;
   unadopted_.erase(key);
+  slice_missing_told_.erase(key);
   eviction_retry_.erase(key);
   oom_restarting_.erase(key);
   // A gone pod needs no eviction.
@@ -456,19 +465,30 @@ CycleOutput SchedulerCore::Cycle(double now) {
   deferred_notices_.clear();
   out.evictions = std::move(held_evictions_);
   held_evictions_.clear();
-  // GPUs whose report was refused take it once what was in its way is gone.
+  // GPUs whose report was refused take it once what was in its way is gone: tried again only
+  // when something changed on the node since.
   if (!layout_conflicts_.empty()) {
     std::vector<GpuKey> conflicts;
-    for (const auto& [key, why] : layout_conflicts_) conflicts.push_back(key);
-    for (const auto& [n, g] : conflicts)
-      if (node_alive_[n]) SyncMigLayouts(n, g);
+    for (const auto& [key, c] : layout_conflicts_)
+      if (node_alive_[key.first] && c.tried != VersionOf(key.first)) conflicts.push_back(key);
+    for (const auto& [n, g] : conflicts) SyncMigLayouts(n, g);
+    for (const auto& key : conflicts)
+      if (auto it = layout_conflicts_.find(key); it != layout_conflicts_.end())
+        it->second.tried = VersionOf(key.first);
   }
   // Bound pods whose node was not known yet, or whose GPUs were taken (each failure is
-  // reported once; the pod is adopted once they are free).
+  // reported once; the pod is adopted once they are free). A failed try changes nothing, so
+  // it is repeated only once the node or the pod changed.
   for (auto it = unadopted_.begin(); it != unadopted_.end();) {
     auto pt = pods_.find(it->first);
     if (pt == pods_.end() || pt->second->job != 0 || !pt->second->bound) {
       it = unadopted_.erase(it);
+      continue;
+    }
+    Unadopted& u = it->second;
+    auto nt = node_index_.find(pt->second->req.node_name);
+    if (u.tried && nt != node_index_.end() && *u.tried == VersionOf(nt->second)) {
+      ++it;
       continue;
     }
     Status st = AdoptBound(*pt->second);
@@ -476,10 +496,13 @@ CycleOutput SchedulerCore::Cycle(double now) {
       it = unadopted_.erase(it);
       continue;
     }
-    if (st.code() != StatusCode::kNotFound && !it->second) {
-      ++stats_.adopt_failures;
-      Notice(it->first, "AdoptFailed", st.message(), out);
-      it->second = true;
+    if (st.code() != StatusCode::kNotFound) {
+      if (!u.reported) {
+        ++stats_.adopt_failures;
+        Notice(it->first, "AdoptFailed", st.message(), out);
+        u.reported = true;
+      }
+      if (nt != node_index_.end()) u.tried = VersionOf(nt->second);
     }
     ++it;
   }
@@ -499,8 +522,11 @@ CycleOutput SchedulerCore::Cycle(double now) {
     jobs_.erase(jt);
     p.job = 0;
     p.index = -1;
-    if (!AdoptBound(p).ok()) unadopted_.emplace(key, false);
+    if (!AdoptBound(p).ok()) unadopted_.emplace(key, Unadopted{});
   }
+  // Notices of the adoptions above go out with this cycle.
+  for (PodNotice& n : deferred_notices_) out.notices.push_back(std::move(n));
+  deferred_notices_.clear();
   SubmitPending(now);
   if (masks_stale_) {
     // Jobs submitted before a node change keep the mask of that time otherwise: a node that
@@ -663,7 +689,7 @@ void SchedulerCore::EvictionFailed(const EvictAction& e, const Status& why) {
       (void)admission_->Requeue(state_, job,
                                 "victim " + key + " could not be evicted: " + why.message());
   Status st = AdoptBound(p, /*preemptible=*/false);
-  if (!st.ok()) unadopted_.emplace(key, false);
+  if (!st.ok()) unadopted_.emplace(key, Unadopted{});
   EvictionRetry& retry = eviction_retry_[key];
   const double wait = std::min(
       kEvictionRetryMaxSeconds,

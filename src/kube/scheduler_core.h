@@ -31,10 +31,12 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "admission/admission.h"
@@ -95,7 +97,7 @@ struct BindAction {
 struct PodNotice {
   std::string ns, name, uid;
   std::string reason;   // "Unschedulable" | "InvalidRequest" | "AdoptFailed" | "NodeLost" |
-                        // "EvictionBlocked"
+                        // "EvictionBlocked" | "SliceMissing"
   std::string message;  // the exact why
 };
 
@@ -236,16 +238,42 @@ class SchedulerCore {
   Status Adopted(PodEntry& pod, WorkloadId job);
   // Brings node n's MIG layouts in the ledger (GPU `only` alone, or all with -1) to its
   // inventory's (tessera.io/gpu-inventory); a change that would destroy an instance in use is
-  // refused and kept in layout_conflicts_, and retried every cycle until the instance is free.
+  // refused and kept in layout_conflicts_, and tried again once the node's version changes.
   void SyncMigLayouts(NodeIdx n, int only = -1);
+  // What a GPU held before ConformToAssignment changed it: enough to put it back.
+  struct Conformed {
+    int gpu = 0;
+    bool mig_enabled = false;
+    MigLayout layout;
+    std::optional<std::string> conflict;  // the GPU's layout conflict before, if any
+  };
   // A bound pod's assignment is evidence of its GPUs' state even where the node's report
   // disagrees (a report that lags a restart, or is wrong): the ledger's GPUs named by `s` take
   // the state it needs (MIG on with its instance `mig_instance`, "<profile>@<start>", or MIG
   // off for any other kind), destroying only free instances. A GPU changed so becomes a layout
   // conflict, and the report takes over again once nothing in the way is in use. Nothing
-  // changes where running work is in the way; adoption then reports the conflict.
-  void ConformToAssignment(const SliceAssignment& s, const std::string& mig_instance,
-                           const std::string& key);
+  // changes where running work is in the way; adoption then reports the conflict. Returns what
+  // the changed GPUs held, for RevertConform.
+  std::vector<Conformed> ConformToAssignment(const SliceAssignment& s,
+                                             const std::string& mig_instance,
+                                             const std::string& key);
+  // Tells the pods on GPU g of node n (of job `only_job` alone, unless 0) that hold what the
+  // report (MIG mode `mig_enabled`, instances `reported`) does not show: a SliceMissing notice.
+  void NotifySliceMissing(NodeIdx n, int g, bool mig_enabled, const MigLayout& reported,
+                          WorkloadId only_job = 0);
+  // NotifySliceMissing for job `job`, adopted on GPUs ConformToAssignment changed.
+  void NotifyConformed(NodeIdx n, const std::vector<Conformed>& conformed, WorkloadId job);
+  // GPU g's MIG mode and layout as node n reports them (MIG off where it is not listed), or
+  // nothing when the reported layout does not parse.
+  std::optional<std::pair<bool, MigLayout>> ReportedLayout(NodeIdx n, int g) const;
+  // Puts node n's GPUs back as ConformToAssignment found them (an adoption that failed leaves
+  // the ledger as it was).
+  void RevertConform(NodeIdx n, const std::vector<Conformed>& saved);
+  // What decides whether a bound pod can be adopted on node n, or whether n's report can reach
+  // the ledger: the ledger's stamp of the node and node_epoch_ (its report, readiness, and
+  // re-layouts in flight). A failed try is repeated only once this changes.
+  using NodeVersion = std::pair<uint64_t, uint64_t>;
+  NodeVersion VersionOf(NodeIdx n) const { return {state_.free(n).stamp, node_epoch_[n]}; }
   std::string Notice(const std::string& key, const std::string& reason, const std::string& msg,
                      CycleOutput& out);
   // Rightsizing (scheduler_rightsize.cc). ObserveRightsize reads a pod's rightsizing history
@@ -293,9 +321,15 @@ class SchedulerCore {
   std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> mask_cache_;
   std::vector<BindAction> held_;             // binds waiting for terminating pods to leave
   std::vector<EvictAction> held_evictions_;  // evictions decided outside a cycle
-  // Bound pods not accounted yet: their node is not known yet (value false), or adoption
-  // failed and was reported (true). Both are retried every cycle.
-  std::map<std::string, bool> unadopted_;
+  // Bound pods not accounted yet: their node is not known yet (retried every cycle), or
+  // adoption failed (reported once, and retried once the node's version or the pod changes).
+  struct Unadopted {
+    bool reported = false;
+    std::optional<NodeVersion> tried;  // the node's version after the last failed try
+  };
+  std::map<std::string, Unadopted> unadopted_;
+  std::vector<uint64_t> node_epoch_;                       // by NodeIdx; see VersionOf
+  std::map<std::string, std::string> slice_missing_told_;  // pod key -> its SliceMissing notice
   double last_now_ = 0;
   std::map<NodeIdx, std::set<std::string>> terminating_;  // evicted pods still present
   WorkloadId next_job_ = 1;
@@ -311,8 +345,13 @@ class SchedulerCore {
     int refusals = 0;
   };
   std::map<std::string, EvictionRetry> eviction_retry_;
-  // GPUs whose ledger layout is not the node's report, and why.
-  std::map<std::pair<NodeIdx, int>, std::string> layout_conflicts_;
+  // GPUs whose ledger layout is not the node's report, why, and the node's version when the
+  // report was last tried (none: try it next cycle).
+  struct LayoutConflict {
+    std::string why;
+    std::optional<NodeVersion> tried;
+  };
+  std::map<std::pair<NodeIdx, int>, LayoutConflict> layout_conflicts_;
   // MIG re-layouts in flight (scheduler_relayout.cc).
   struct Relayout {
     int64_t revision = 0;

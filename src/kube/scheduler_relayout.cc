@@ -196,6 +196,7 @@ void SchedulerCore::EndRelayout(GpuKey key, bool applied, const std::string& why
   if (it == relayouts_.end()) return;
   Relayout r = std::move(it->second);
   relayouts_.erase(it);
+  ++node_epoch_[key.first];
   for (WorkloadId ph : r.placeholders) (void)state_.Release(ph);
   std::string failure = why;
   if (applied) {

@@ -309,7 +309,13 @@ TEST(SchedulerSlicesTest, ABoundPodKeepsItsInstanceWhenTheReportOmitsIt) {
   const CycleOutput out2 = second->Cycle(2);
   EXPECT_EQ(second->stats().adopted, 1);
   EXPECT_EQ(second->stats().adopt_failures, 0);
-  EXPECT_EQ(Notice(out2, "p0"), "");
+  EXPECT_EQ(Notice(out2, "p0")
+                .rfind("SliceMissing: this pod holds MIG instance 1g.10gb@0 on GPU "
+                       "0 of node m, which the node's report does not show",
+                       0),
+            0u)
+      << Notice(out2, "p0");
+  EXPECT_EQ(Notice(second->Cycle(2.5), "p0"), "");  // told once
   const auto a2 = Assignments(out2);
   // One whole GPU is left (GPU 1); GPU 0 holds p0's instance, and the free room beside it is
   // not known to exist on the node, so nothing else gets it.
@@ -367,6 +373,45 @@ TEST(SchedulerSlicesTest, AnAdoptionThatFailsIsReportedOnceAndRetried) {
   EXPECT_EQ(got.at("c").gpus, std::vector<int>{1});  // GPU 0 is b's
 }
 
+// An adoption that fails changes nothing in the ledger, not even the layout the pod's
+// assignment names, and is tried again only once something on its node changed.
+TEST(SchedulerSlicesTest, AFailedAdoptionLeavesTheLedgerAsItWasUntilTheNodeChanges) {
+  auto first = Core();
+  first->UpsertNode(MigNodeJson("m", kLayouts));
+  first->UpsertPod(PodJson("p0", kMig1g));
+  const CycleOutput out1 = first->Cycle(1);
+  ASSERT_EQ(out1.binds.size(), 1u);
+  const std::string a0 = out1.binds[0].annotations.at(kAnnotationAssignment);
+
+  auto core = Core(/*relayout=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));  // MIG off on both GPUs
+  Json hog = PodJson("hog", Json::object(), Json::object(), "m");
+  hog["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64";  // all of the node's CPU
+  core->UpsertPod(hog);
+  ASSERT_EQ(core->stats().adopted, 1);
+  core->UpsertPod(PodJson("p0", kMig1g, {{kAnnotationAssignment, a0}}, "m"));
+  EXPECT_EQ(core->stats().adopted, 1);
+  EXPECT_FALSE(core->cluster().gpu(0, 0).mig_enabled());  // as the report says
+  EXPECT_EQ(LayoutConflicts(*core), 0);
+  const uint64_t stamp = core->cluster().free(0).stamp;
+  const CycleOutput c1 = core->Cycle(1);
+  EXPECT_NE(Notice(c1, "p0").find("AdoptFailed"), std::string::npos) << Notice(c1, "p0");
+  for (double t : {2.0, 3.0, 4.0}) {
+    EXPECT_EQ(Notice(core->Cycle(t), "p0"), "");
+    EXPECT_EQ(core->cluster().free(0).stamp, stamp) << "the ledger's node changed at " << t;
+  }
+  EXPECT_EQ(core->stats().adopt_failures, 1);
+
+  // The CPU is free again: the pod is adopted on its instance, and told the report lacks it.
+  core->DeletePod(hog);
+  const CycleOutput c5 = core->Cycle(5);
+  EXPECT_NE(Notice(c5, "p0").find("SliceMissing"), std::string::npos) << Notice(c5, "p0");
+  EXPECT_EQ(core->stats().adopted, 2);
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_EQ(LayoutConflicts(*core), 1);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
 // An instance the node's report drops while its pod runs stays in the ledger until the pod
 // goes, then the ledger follows the report: the instance is not handed out again.
 TEST(SchedulerSlicesTest, AnInstanceTheReportDroppedIsGoneOnceItsPodIs) {
@@ -380,7 +425,11 @@ TEST(SchedulerSlicesTest, AnInstanceTheReportDroppedIsGoneOnceItsPodIs) {
               {{kAnnotationAssignment, out1.binds[0].annotations.at(kAnnotationAssignment)}}, "m");
   core->UpsertPod(bound);
   core->UpsertNode(MigNodeJson("m", {"", ""}));
-  core->Cycle(2);
+  const CycleOutput out2 = core->Cycle(2);
+  EXPECT_NE(Notice(out2, "p0").find("SliceMissing: this pod holds MIG instance 1g.10gb@0"),
+            std::string::npos)
+      << Notice(out2, "p0");
+  EXPECT_EQ(Notice(core->Cycle(2.5), "p0"), "");  // told once
   EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
   EXPECT_EQ(LayoutConflicts(*core), 1);
   core->DeletePod(bound);
