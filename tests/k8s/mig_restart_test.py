@@ -127,7 +127,9 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
     check("their assignments name concrete instances of the nodes' layouts", not bad,
           "; ".join(bad[:3]))
     held_gpus = {(n, g) for n, g, _ in held.values()}
-    check("both GPU 0s hold instances", held_gpus == {(n, 0) for n in NODES}, str(held_gpus))
+    if not check("both GPU 0s hold instances", held_gpus == {(n, 0) for n in NODES},
+                 str(held_gpus)):
+        return check.exit_code()
     first.close()
 
     # The reports now lag: MIG off everywhere. A new scheduler reads them.

@@ -19,6 +19,7 @@ import k8slib
 
 GPU_MEMORY = "tessera.io/gpu-memory"
 GPU_COMPUTE = "tessera.io/gpu-compute"
+MIG_RESOURCE = "nvidia.com/mig-"
 ASSIGNMENT_KINDS = {"exclusive", "mig", "mps", "mig-mps", "timeslice", "share"}
 # The largest memory of the models the tests use (catalog, MiB): a memory share needs at least
 # memory * 1000 / this many thousandths of a GPU.
@@ -197,6 +198,16 @@ def validate_assignment(pod: dict, node: dict | None) -> tuple[dict | None, str]
             layout = str(inv[gpus[0]].get("mig_layout", "")).split()
             if inst not in layout:
                 return a, f"{name}: MIG instance {inst!r} is not in the GPU's layout {layout}"
+    elif any(k.startswith(MIG_RESOURCE) for k in limits):
+        # An explicit MIG request: one instance of that profile, in its GPU's layout.
+        profile = next(k for k in limits if k.startswith(MIG_RESOURCE))[len(MIG_RESOURCE):]
+        inst = a.get("mig_instance", "")
+        if kind != "mig" or len(gpus) != 1 or not inst.startswith(profile + "@"):
+            return a, f"{name}: asked for a {profile} instance, got kind {kind} {inst!r} on {gpus}"
+        layout = str(inv[gpus[0]].get("mig_layout", "")).split()
+        if inst not in layout:
+            return a, f"{name}: MIG instance {inst!r} is not in the GPU's layout {layout}"
+        allowed.add("mig_instance")
     else:
         if kind != "exclusive" or len(gpus) != whole:
             return a, f"{name}: asked for {whole} GPUs, got kind {kind} on gpus {gpus}"
