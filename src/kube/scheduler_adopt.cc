@@ -190,14 +190,9 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     }
     spec.pod = d;
     spec.slice = sd;
-    Status st = admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s});
-    if (!st.ok()) {
-      RevertConform(n, conformed);
-      return st;
-    }
-    const Status done = Adopted(p, spec.id);
-    NotifyConformed(n, conformed, spec.id);
-    return done;
+    return Adopted(p, n, spec.id,
+                   admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s}),
+                   conformed);
   }
   Placement pl{n, 0};
   std::vector<Conformed> conformed;
@@ -228,17 +223,15 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     }
   }
   spec.pod = d;
-  Status st = admission_->Adopt(state_, spec, {pl}, last_now_);
-  if (!st.ok()) {
-    RevertConform(n, conformed);
-    return st;
-  }
-  const Status done = Adopted(p, spec.id);
-  NotifyConformed(n, conformed, spec.id);
-  return done;
+  return Adopted(p, n, spec.id, admission_->Adopt(state_, spec, {pl}, last_now_), conformed);
 }
 
-Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {
+Status SchedulerCore::Adopted(PodEntry& p, NodeIdx n, WorkloadId job_id, const Status& admitted,
+                              const std::vector<Conformed>& conformed) {
+  if (!admitted.ok()) {
+    RevertConform(n, conformed);
+    return admitted;
+  }
   auto job = std::make_shared<JobEntry>();
   job->id = job_id;
   job->pods = {p.key};
@@ -248,6 +241,7 @@ Status SchedulerCore::Adopted(PodEntry& p, WorkloadId job_id) {
   p.index = 0;
   p.adopted = true;
   ++stats_.adopted;
+  NotifyConformed(n, conformed, job_id);
   return Status::Ok();
 }
 

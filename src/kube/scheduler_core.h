@@ -234,12 +234,6 @@ class SchedulerCore {
   const char* PendingReasonOf(const PodEntry& p) const;
   void NodeGone(NodeIdx n, const std::string& why);
   Status AdoptBound(PodEntry& pod, bool preemptible = true);
-  // Records an adopted pod's one-pod job.
-  Status Adopted(PodEntry& pod, WorkloadId job);
-  // Brings node n's MIG layouts in the ledger (GPU `only` alone, or all with -1) to its
-  // inventory's (tessera.io/gpu-inventory); a change that would destroy an instance in use is
-  // refused and kept in layout_conflicts_, and tried again once the node's version changes.
-  void SyncMigLayouts(NodeIdx n, int only = -1);
   // What a GPU held before ConformToAssignment changed it: enough to put it back.
   struct Conformed {
     int gpu = 0;
@@ -247,6 +241,15 @@ class SchedulerCore {
     MigLayout layout;
     std::optional<std::string> conflict;  // the GPU's layout conflict before, if any
   };
+  // Ends an adoption on node n: if admission refused it (`admitted`), puts back the GPUs
+  // ConformToAssignment changed and returns why; else records the pod's one-pod job and tells
+  // it what its node's report lacks.
+  Status Adopted(PodEntry& pod, NodeIdx n, WorkloadId job, const Status& admitted,
+                 const std::vector<Conformed>& conformed);
+  // Brings node n's MIG layouts in the ledger (GPU `only` alone, or all with -1) to its
+  // inventory's (tessera.io/gpu-inventory); a change that would destroy an instance in use is
+  // refused and kept in layout_conflicts_, and tried again once the node's version changes.
+  void SyncMigLayouts(NodeIdx n, int only = -1);
   // A bound pod's assignment is evidence of its GPUs' state even where the node's report
   // disagrees (a report that lags a restart, or is wrong): the ledger's GPUs named by `s` take
   // the state it needs (MIG on with its instance `mig_instance`, "<profile>@<start>", or MIG

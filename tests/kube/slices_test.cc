@@ -291,13 +291,20 @@ int64_t LayoutConflicts(const SchedulerCore& core) {
 // A restarted scheduler may read a node report that does not show an instance a bound pod
 // holds (the report lags, or is wrong). The pod's assignment wins while it runs: its GPU is
 // not handed out again, and the report takes over once the pod is gone.
-TEST(SchedulerSlicesTest, ABoundPodKeepsItsInstanceWhenTheReportOmitsIt) {
+// The assignment a first scheduler writes for pod p0 asking one 1g.10gb on node m (kLayouts):
+// instance 1g.10gb@0 of GPU 0.
+std::string FirstMigAssignment() {
   auto first = Core();
   first->UpsertNode(MigNodeJson("m", kLayouts));
   first->UpsertPod(PodJson("p0", kMig1g));
-  const CycleOutput out1 = first->Cycle(1);
-  ASSERT_EQ(out1.binds.size(), 1u);
-  const std::string a0 = out1.binds[0].annotations.at(kAnnotationAssignment);
+  const CycleOutput out = first->Cycle(1);
+  if (out.binds.size() != 1) return "";
+  return out.binds[0].annotations.at(kAnnotationAssignment);
+}
+
+TEST(SchedulerSlicesTest, ABoundPodKeepsItsInstanceWhenTheReportOmitsIt) {
+  const std::string a0 = FirstMigAssignment();
+  ASSERT_TRUE(DecodeAssignment(a0).ok()) << "no bind";
   ASSERT_EQ(DecodeAssignment(a0)->mig_instance, "1g.10gb@0");
 
   auto second = Core(/*relayout=*/false);
@@ -376,12 +383,9 @@ TEST(SchedulerSlicesTest, AnAdoptionThatFailsIsReportedOnceAndRetried) {
 // An adoption that fails changes nothing in the ledger, not even the layout the pod's
 // assignment names, and is tried again only once something on its node changed.
 TEST(SchedulerSlicesTest, AFailedAdoptionLeavesTheLedgerAsItWasUntilTheNodeChanges) {
-  auto first = Core();
-  first->UpsertNode(MigNodeJson("m", kLayouts));
-  first->UpsertPod(PodJson("p0", kMig1g));
-  const CycleOutput out1 = first->Cycle(1);
-  ASSERT_EQ(out1.binds.size(), 1u);
-  const std::string a0 = out1.binds[0].annotations.at(kAnnotationAssignment);
+  const std::string a0 = FirstMigAssignment();
+  ASSERT_TRUE(DecodeAssignment(a0).ok()) << "no bind";
+  ASSERT_EQ(DecodeAssignment(a0)->mig_instance, "1g.10gb@0");
 
   auto core = Core(/*relayout=*/false);
   core->UpsertNode(MigNodeJson("m", {"", ""}));  // MIG off on both GPUs
