@@ -139,8 +139,16 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
     scheds.append(second)
     whole_names = [f"whole-{i}" for i in range(WHOLE_PODS)]
     k8slib.create_pods(api, [k8slib.gpu_pod(n, NS, gpus=1) for n in whole_names])
-    deploylib.wait_bound(api, NS, whole_names, 20)  # two can bind; wait out the others
-    time.sleep(3)
+
+    def decided() -> bool:
+        # Every whole-GPU pod is bound or told it does not fit (PodScheduled=False).
+        by_name = {p["metadata"]["name"]: p for p in pods(api)}
+        return all(by_name[n]["spec"].get("nodeName") or
+                   (sc.condition(by_name[n], "PodScheduled") or {}).get("status") == "False"
+                   for n in whole_names if n in by_name)
+    check("the second scheduler decides every whole-GPU pod",
+          k8slib.wait_until(decided, 30, 0.5)[1] is not None)
+    time.sleep(2)  # a late bind would still show
     items = {p["metadata"]["name"]: p for p in pods(api)}
     whole_bound = {n: k8slib.assignment(items[n]) for n in whole_names
                    if items[n]["spec"].get("nodeName")}
