@@ -28,14 +28,16 @@ void SchedulerCore::SyncMigLayouts(NodeIdx n, int only) {
     }
     // Refused when it would destroy an instance the ledger has in use: the ledger keeps the
     // layout its running slices need (counted in tessera_mig_layout_conflicts), and the pods
-    // holding what the report omits are told, once per conflict.
+    // holding what the report omits are told when the conflict is new or changes.
     auto diff = state_.SetMigLayout(n, g, enabled && geo, layout);
     if (diff.ok()) {
       layout_conflicts_.erase({n, g});
       return;
     }
-    layout_conflicts_[{n, g}] = {diff.status().message(), std::nullopt};
-    NotifySliceMissing(n, g, enabled && geo, layout);
+    LayoutConflict& c = layout_conflicts_[{n, g}];
+    const bool changed = c.why != diff.status().message();
+    c = {diff.status().message(), std::nullopt};
+    if (changed) NotifySliceMissing(n, g, enabled && geo, layout);
   };
   bool listed = false;
   for (const GpuInventoryEntry& e : info.inventory) {
@@ -51,23 +53,30 @@ void SchedulerCore::NotifySliceMissing(NodeIdx n, int g, bool mig_enabled,
                                        const MigLayout& reported, WorkloadId only_job) {
   const GpuSlices& gpu = state_.gpu(n, g);
   const MigGeometry* geo = MigGeometryFor(node_info_[n].model);
-  for (WorkloadId w : state_.OnGpu(n, g)) {
+  // One job's pods are found from its ids; the whole ledger is scanned only for a conflict.
+  std::vector<WorkloadId> on_gpu;
+  if (auto jt = jobs_.find(only_job); only_job != 0 && jt != jobs_.end()) {
+    for (size_t i = 0; i < jt->second->pods.size(); ++i)
+      on_gpu.push_back(only_job * kPodsPerJob + static_cast<WorkloadId>(i));
+  } else if (only_job == 0) {
+    on_gpu = state_.OnGpu(n, g);
+  }
+  for (WorkloadId w : on_gpu) {
     const SliceAssignment* a = state_.Find(w);
     const WorkloadId job = w / kPodsPerJob;
-    if (!a || (only_job != 0 && job != only_job)) continue;
-    std::string holds;
+    if (!a || a->node != n || !((a->gpus >> g) & 1)) continue;
+    const MigInstance* inst = nullptr;
     if (a->kind == SliceKind::kMig || a->kind == SliceKind::kMigMps) {
-      auto slot = std::find_if(gpu.instances.begin(), gpu.instances.end(),
-                               [&](const MigSlot& m) { return m.instance.start == a->mig_start; });
-      if (!geo || slot == gpu.instances.end()) continue;
+      const MigSlot* slot = gpu.Instance(a->mig_start);
+      if (!geo || !slot) continue;
       if (mig_enabled &&
           std::find(reported.begin(), reported.end(), slot->instance) != reported.end())
         continue;  // the report shows it
-      holds = "MIG instance " + MigLayoutString(*geo, {slot->instance});
-    } else {
-      if (!mig_enabled) continue;
-      holds = std::string(SliceKindName(a->kind)) + " use of the GPU with MIG off";
+      inst = &slot->instance;
+    } else if (!mig_enabled) {
+      continue;
     }
+    const std::string holds = DescribeHold(a->kind, geo, inst);
     auto jt = jobs_.find(job);
     const size_t index = static_cast<size_t>(w % kPodsPerJob);
     if (jt == jobs_.end() || index >= jt->second->pods.size()) continue;

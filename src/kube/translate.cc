@@ -643,6 +643,12 @@ std::optional<SliceAssignment> SliceFor(const Assignment& a, const NodeInfo& nod
   return std::nullopt;
 }
 
+std::string DescribeHold(SliceKind kind, const MigGeometry* geo, const MigInstance* inst) {
+  if (geo && inst && (kind == SliceKind::kMig || kind == SliceKind::kMigMps))
+    return "MIG instance " + MigLayoutString(*geo, {*inst});
+  return std::string(SliceKindName(kind)) + " use of the GPU with MIG off";
+}
+
 std::vector<std::pair<int, std::string>> ConformToAssignment(ClusterState& cluster,
                                                              const SliceAssignment& s,
                                                              const std::string& mig_instance) {
@@ -650,15 +656,14 @@ std::vector<std::pair<int, std::string>> ConformToAssignment(ClusterState& clust
   const bool mig = s.kind == SliceKind::kMig || s.kind == SliceKind::kMigMps;
   if (s.node >= cluster.num_nodes()) return changed;
   std::optional<MigInstance> inst;
-  std::string holds = std::string(SliceKindName(s.kind)) + " use of the GPU with MIG off";
+  const MigGeometry* geo = MigGeometryFor(cluster.spec(s.node).model);
   if (mig) {
-    const MigGeometry* geo = MigGeometryFor(cluster.spec(s.node).model);
     if (!geo) return changed;
     auto parsed = ParseMigLayout(*geo, mig_instance);
     if (!parsed.ok() || parsed->size() != 1 || parsed->front().start != s.mig_start) return changed;
     inst = parsed->front();
-    holds = "MIG instance " + MigLayoutString(*geo, *parsed);
   }
+  const std::string holds = DescribeHold(s.kind, geo, inst ? &*inst : nullptr);
   for (int g = 0; g < cluster.gpu_count(s.node); ++g) {
     if (!((s.gpus >> g) & 1)) continue;
     auto done = cluster.ConformGpu(s.node, g, inst);

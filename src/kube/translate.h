@@ -323,6 +323,10 @@ Assignment AssignmentFor(const NodeInfo& node, const SliceAssignment& s,
 // names no GPU, a GPU the node lacks, or a MIG instance without a start. The MIG profile is
 // not checked here: the ledger refuses an instance that does not exist.
 std::optional<SliceAssignment> SliceFor(const Assignment& a, const NodeInfo& node, NodeIdx n);
+// What a workload of slice kind `kind` holds on a GPU, as notices say it: "MIG instance
+// <profile>@<start>" for `inst` (MIG kinds, with the GPU's geometry), else "<kind> use of the
+// GPU with MIG off".
+std::string DescribeHold(SliceKind kind, const MigGeometry* geo, const MigInstance* inst);
 // Brings the GPUs slice `s` names to what a bound pod's assignment says they hold, where
 // `cluster` disagrees (ClusterState::ConformGpu): MIG on with `mig_instance` ("<profile>@<start>",
 // the assignment's) for a MIG slice, MIG off for any other kind. GPUs with work in use in the
