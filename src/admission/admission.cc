@@ -221,7 +221,21 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
     if (placements[i].node >= state.num_nodes()) return undo("unknown node index");
     if (sd && (slices[i].node != placements[i].node || slices[i].gpus != placements[i].gpus))
       return undo("slice and placement disagree");
-    Status st = sd ? state.Allocate(pid, *sd, slices[i]) : state.Allocate(pid, d, placements[i]);
+    // Running work is adopted even beyond the CPU and memory its node has free in the ledger
+    // (the node's allocatable shrank, or pods run there that the ledger counts differently):
+    // the ledger holds what was free, so the node is full and the pod's GPUs are held.
+    const NodeFree& nf = state.free(placements[i].node);
+    Demand host = d;
+    host.cpu.v = std::min(host.cpu.v, std::max<int64_t>(0, nf.cpu));
+    host.memory.v = std::min(host.memory.v, std::max<int64_t>(0, nf.memory));
+    std::optional<SliceDemand> slice_host = sd;
+    if (slice_host) {
+      slice_host->cpu.v = std::min(slice_host->cpu.v, std::max<int64_t>(0, nf.cpu));
+      slice_host->host_memory.v =
+          std::min(slice_host->host_memory.v, std::max<int64_t>(0, nf.memory));
+    }
+    Status st =
+        sd ? state.Allocate(pid, *slice_host, slices[i]) : state.Allocate(pid, host, placements[i]);
     if (!st.ok()) return undo(state.spec(placements[i].node).name + ": " + st.message());
     j.pods.push_back(pid);
     j.placements.push_back(placements[i]);

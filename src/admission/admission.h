@@ -254,8 +254,11 @@ class Admission {
   Status Cancel(WorkloadId job);
   // Registers a job that already runs with these pod placements (e.g. rebuilt from bound pods
   // after a restart): allocates the pods on `state` and charges the queue's first flavor whose
-  // models include the pods' GPU model. FailedPrecondition, changing nothing, if a placement
-  // does not fit (e.g. a GPU would be assigned twice) or no flavor matches.
+  // models include the pods' GPU model. FailedPrecondition, changing nothing, if a placement's
+  // GPUs do not fit (e.g. a GPU would be assigned twice) or no flavor matches. Host CPU and
+  // memory never refuse it: a pod asking more than its node has free in the ledger holds what
+  // is free there (the node is then full; its release gives back exactly that), and the queue
+  // is charged the full request, as it is charged above quota.
   // For a slice job, `slices` (one per placement) names each pod's slice; it is allocated as
   // given (a MIG instance must exist and be free).
   // An adopted job's pods are the cluster's past for the placement policy

@@ -4,6 +4,7 @@
 // evidence against a report that does not show what it holds.
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 
 #include "kube/scheduler_core.h"
 #include "kube/scheduler_core_internal.h"
@@ -162,13 +163,24 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
   JobSpec spec;
   spec.id = next_job_++;
   spec.name = p.key;
-  const bool known_queue = [&] {
-    for (const auto& q : admission_->Queues())
-      if (q.name == p.req.queue) return true;
-    return false;
-  }();
-  spec.queue =
-      p.req.scheduler_name == config_.scheduler_name && known_queue ? p.req.queue : kExternalQueue;
+  // The pod's queue, if it is ours and one of the queue's flavors covers the node's GPU model
+  // (queues may have changed since it was bound); else it runs outside every queue's quota.
+  bool known_queue = false, covered = config_.queues.empty();  // else "default" takes any model
+  for (const auto& q : admission_->Queues()) known_queue |= q.name == p.req.queue;
+  for (const QueueSpec& q : config_.queues) {
+    if (q.name != p.req.queue) continue;
+    for (const FlavorQuota& fl : q.flavors)
+      covered |=
+          fl.models == 0 || d.num_gpu == 0 || (model != kNoGpuModel && ((fl.models >> model) & 1));
+  }
+  const bool ours = p.req.scheduler_name == config_.scheduler_name;
+  spec.queue = ours && known_queue && covered ? p.req.queue : kExternalQueue;
+  std::string outside;
+  if (ours && known_queue && !covered)
+    outside = "queue " + p.req.queue + " has no flavor for " +
+              (model != kNoGpuModel ? GpuCatalog::Builtin().Get(model).name : "its") +
+              " GPUs, where this pod runs (on node " + p.req.node_name +
+              "); it is counted outside every queue's quota until it is gone";
   spec.priority = p.req.priority;
   spec.pods = 1;
   spec.preemptible = preemptible;
@@ -199,9 +211,10 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     }
     spec.pod = d;
     spec.slice = sd;
+    const std::string beyond = Beyond(n, sd.cpu.v, sd.host_memory.v);
     return Adopted(p, n, spec.id,
                    admission_->Adopt(state_, spec, {Placement{n, s.gpus}}, last_now_, {s}),
-                   conformed);
+                   conformed, beyond, outside);
   }
   Placement pl{n, 0};
   std::vector<Conformed> conformed;
@@ -232,11 +245,35 @@ Status SchedulerCore::AdoptBound(PodEntry& p, bool preemptible) {
     }
   }
   spec.pod = d;
-  return Adopted(p, n, spec.id, admission_->Adopt(state_, spec, {pl}, last_now_), conformed);
+  const std::string beyond = Beyond(n, d.cpu.v, d.memory.v);
+  return Adopted(p, n, spec.id, admission_->Adopt(state_, spec, {pl}, last_now_), conformed, beyond,
+                 outside);
+}
+
+std::string SchedulerCore::Beyond(NodeIdx n, int64_t cpu, int64_t memory) const {
+  const NodeFree& f = state_.free(n);
+  std::string parts;
+  char buf[96];
+  if (cpu > f.cpu) {
+    std::snprintf(buf, sizeof buf, "%.3g CPU asked, %.3g free", cpu / 1000.0, f.cpu / 1000.0);
+    parts = buf;
+  }
+  if (memory > f.memory) {
+    std::snprintf(buf, sizeof buf, "%.1f GiB of memory asked, %.1f GiB free", memory / 1024.0,
+                  f.memory / 1024.0);
+    parts += (parts.empty() ? "" : "; ") + std::string(buf);
+  }
+  if (parts.empty()) return "";
+  return "this pod runs on node " + node_info_[n].spec.name +
+         " beyond what the scheduler counts free there (" + parts +
+         "); it keeps its GPUs, and the node takes no new pods until enough of its pods are "
+         "gone. The node's allocatable shrank after its pods started, or pods run there that "
+         "ask for more than it has.";
 }
 
 Status SchedulerCore::Adopted(PodEntry& p, NodeIdx n, WorkloadId job_id, const Status& admitted,
-                              const std::vector<Conformed>& conformed) {
+                              const std::vector<Conformed>& conformed, const std::string& beyond,
+                              const std::string& outside) {
   if (!admitted.ok()) {
     RevertConform(n, conformed);
     return admitted;
@@ -251,6 +288,20 @@ Status SchedulerCore::Adopted(PodEntry& p, NodeIdx n, WorkloadId job_id, const S
   p.adopted = true;
   ++stats_.adopted;
   NotifyConformed(n, conformed, job_id);
+  // Once per pod and message, as SliceMissing.
+  auto tell = [&](const char* reason, const std::string& msg,
+                  std::map<std::string, std::string>& told) {
+    if (msg.empty()) {
+      told.erase(p.key);
+      return;
+    }
+    std::string& last = told[p.key];
+    if (last == msg) return;
+    last = msg;
+    deferred_notices_.push_back({p.req.ns, p.req.name, p.req.uid, reason, msg});
+  };
+  tell("NodeOvercommitted", beyond, overcommitted_);
+  tell("OutsideQueue", outside, outside_queue_);
   return Status::Ok();
 }
 

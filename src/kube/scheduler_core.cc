@@ -249,6 +249,8 @@ void SchedulerCore::ForgetPod(const std::string& key) {
   PodEntry& p = *it->second;
   unadopted_.erase(key);
   slice_missing_told_.erase(key);
+  overcommitted_.erase(key);
+  outside_queue_.erase(key);
   eviction_retry_.erase(key);
   oom_restarting_.erase(key);
   // A gone pod needs no eviction.

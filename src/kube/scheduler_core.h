@@ -243,9 +243,15 @@ class SchedulerCore {
   };
   // Ends an adoption on node n: if admission refused it (`admitted`), puts back the GPUs
   // ConformToAssignment changed and returns why; else records the pod's one-pod job and tells
-  // it what its node's report lacks.
+  // it what its node's report lacks, and, once each, that it runs beyond its node's free CPU or
+  // memory in the ledger (`beyond`, NodeOvercommitted) or outside its queue (`outside`,
+  // OutsideQueue); an empty message tells nothing.
   Status Adopted(PodEntry& pod, NodeIdx n, WorkloadId job, const Status& admitted,
-                 const std::vector<Conformed>& conformed);
+                 const std::vector<Conformed>& conformed, const std::string& beyond = "",
+                 const std::string& outside = "");
+  // Why a pod asking `cpu` milli-CPU and `memory` MiB is adopted beyond node n's free CPU or
+  // memory in the ledger; empty if it fits.
+  std::string Beyond(NodeIdx n, int64_t cpu, int64_t memory) const;
   // Brings node n's MIG layouts in the ledger (GPU `only` alone, or all with -1) to its
   // inventory's (tessera.io/gpu-inventory); a change that would destroy an instance in use is
   // refused and kept in layout_conflicts_, and tried again once the node's version changes.
@@ -333,6 +339,9 @@ class SchedulerCore {
   std::map<std::string, Unadopted> unadopted_;
   std::vector<uint64_t> node_epoch_;                       // by NodeIdx; see VersionOf
   std::map<std::string, std::string> slice_missing_told_;  // pod key -> its SliceMissing notice
+  // Pods adopted beyond their node's free CPU or memory, and pods counted outside their queue
+  // (no flavor covers their node's GPU model): pod key -> the notice it was given.
+  std::map<std::string, std::string> overcommitted_, outside_queue_;
   double last_now_ = 0;
   std::map<NodeIdx, std::set<std::string>> terminating_;  // evicted pods still present
   WorkloadId next_job_ = 1;

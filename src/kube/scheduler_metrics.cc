@@ -161,6 +161,24 @@ std::string SchedulerCore::Metrics(double now) const {
       "pods need until they are gone.\n";
   out += "# TYPE tessera_mig_layout_conflicts gauge\n";
   out += "tessera_mig_layout_conflicts " + std::to_string(layout_conflicts_.size()) + "\n";
+  auto live = [&](const std::map<std::string, std::string>& told) {
+    int64_t count = 0;
+    for (const auto& [key, msg] : told)
+      if (auto it = pods_.find(key); it != pods_.end() && it->second->job != 0) ++count;
+    return std::to_string(count);
+  };
+  out +=
+      "# HELP tessera_overcommitted_pods Bound pods adopted beyond the CPU or memory their node "
+      "had free in the scheduler's count; their GPUs are held and the node takes no new pods.\n"
+      "# TYPE tessera_overcommitted_pods gauge\n"
+      "tessera_overcommitted_pods " +
+      live(overcommitted_) + "\n";
+  out +=
+      "# HELP tessera_pods_outside_queue Bound pods of a queue with no flavor for their node's GPU "
+      "model, counted outside every queue's quota.\n"
+      "# TYPE tessera_pods_outside_queue gauge\n"
+      "tessera_pods_outside_queue " +
+      live(outside_queue_) + "\n";
   out +=
       "# HELP tessera_gpu_fragmentation_ratio Free GPU capacity on partly used GPUs over all free "
       "GPU capacity.\n";

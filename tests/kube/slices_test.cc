@@ -380,40 +380,116 @@ TEST(SchedulerSlicesTest, AnAdoptionThatFailsIsReportedOnceAndRetried) {
   EXPECT_EQ(got.at("c").gpus, std::vector<int>{1});  // GPU 0 is b's
 }
 
-// An adoption that fails changes nothing in the ledger, not even the layout the pod's
-// assignment names, and is tried again only once something on its node changed.
-TEST(SchedulerSlicesTest, AFailedAdoptionLeavesTheLedgerAsItWasUntilTheNodeChanges) {
-  const std::string a0 = FirstMigAssignment();
-  ASSERT_TRUE(DecodeAssignment(a0).ok()) << "no bind";
-  ASSERT_EQ(DecodeAssignment(a0)->mig_instance, "1g.10gb@0");
+int64_t Gauge(const SchedulerCore& core, const std::string& gauge) {
+  const std::string m = core.Metrics(0);
+  const std::string name = "\n" + gauge + " ";
+  const size_t at = m.find(name);
+  return at == std::string::npos ? -1 : std::stoll(m.substr(at + name.size()));
+}
 
+// An adoption that fails changes nothing in the ledger, not even the layout the pod's
+// assignment needs, and is tried again only once something on its node changed.
+TEST(SchedulerSlicesTest, AFailedAdoptionLeavesTheLedgerAsItWasUntilTheNodeChanges) {
   auto core = Core(/*relayout=*/false);
-  core->UpsertNode(MigNodeJson("m", {"", ""}));  // MIG off on both GPUs
-  Json hog = PodJson("hog", Json::object(), Json::object(), "m");
-  hog["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64";  // all of the node's CPU
-  core->UpsertPod(hog);
+  core->UpsertNode(MigNodeJson("m", {kLayouts[0], ""}));  // MIG on GPU 0, off on GPU 1
+  const std::string gpu1 = R"({"node":"m","kind":"exclusive","gpus":[1],"uuids":["GPU-m-1"]})";
+  const std::string both =
+      R"({"node":"m","kind":"exclusive","gpus":[0,1],"uuids":["GPU-m-0","GPU-m-1"]})";
+  const Json a = PodJson("a", {{"nvidia.com/gpu", "1"}}, {{kAnnotationAssignment, gpu1}}, "m");
+  core->UpsertPod(a);
   ASSERT_EQ(core->stats().adopted, 1);
-  core->UpsertPod(PodJson("p0", kMig1g, {{kAnnotationAssignment, a0}}, "m"));
+  // b names GPU 0 with MIG off, which the ledger could give it, and GPU 1, which a holds.
+  core->UpsertPod(PodJson("b", {{"nvidia.com/gpu", "2"}}, {{kAnnotationAssignment, both}}, "m"));
   EXPECT_EQ(core->stats().adopted, 1);
-  EXPECT_FALSE(core->cluster().gpu(0, 0).mig_enabled());  // as the report says
+  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());  // as the report says
   EXPECT_EQ(LayoutConflicts(*core), 0);
   const uint64_t stamp = core->cluster().free(0).stamp;
   const CycleOutput c1 = core->Cycle(1);
-  EXPECT_NE(Notice(c1, "p0").find("AdoptFailed"), std::string::npos) << Notice(c1, "p0");
+  EXPECT_NE(Notice(c1, "b").find("AdoptFailed"), std::string::npos) << Notice(c1, "b");
   for (double t : {2.0, 3.0, 4.0}) {
-    EXPECT_EQ(Notice(core->Cycle(t), "p0"), "");
+    EXPECT_EQ(Notice(core->Cycle(t), "b"), "");
     EXPECT_EQ(core->cluster().free(0).stamp, stamp) << "the ledger's node changed at " << t;
   }
   EXPECT_EQ(core->stats().adopt_failures, 1);
 
-  // The CPU is free again: the pod is adopted on its instance, and told the report lacks it.
-  core->DeletePod(hog);
+  // GPU 1 is free again: b is adopted on both GPUs, and told the report shows MIG on GPU 0.
+  core->DeletePod(a);
   const CycleOutput c5 = core->Cycle(5);
-  EXPECT_NE(Notice(c5, "p0").find("SliceMissing"), std::string::npos) << Notice(c5, "p0");
+  EXPECT_NE(Notice(c5, "b").find("SliceMissing"), std::string::npos) << Notice(c5, "b");
   EXPECT_EQ(core->stats().adopted, 2);
-  EXPECT_TRUE(core->cluster().gpu(0, 0).mig_enabled());
+  EXPECT_FALSE(core->cluster().gpu(0, 0).mig_enabled());
   EXPECT_EQ(LayoutConflicts(*core), 1);
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+// Running work is adopted even where its node's CPU is already taken in the ledger (the node's
+// allocatable shrank, or another pod asks for more than it has): its GPUs are held, nothing new
+// goes to the node, and it is told once.
+TEST(SchedulerSlicesTest, ABoundPodBeyondItsNodesFreeCpuIsAdoptedWithItsGpus) {
+  auto core = Core(/*relayout=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  Json hog = PodJson("hog", Json::object(), Json::object(), "m");
+  hog["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64";  // all of the node's CPU
+  core->UpsertPod(hog);
+  const std::string gpu0 = R"({"node":"m","kind":"exclusive","gpus":[0],"uuids":["GPU-m-0"]})";
+  core->UpsertPod(PodJson("g", {{"nvidia.com/gpu", "1"}}, {{kAnnotationAssignment, gpu0}}, "m"));
+  core->UpsertPod(PodJson("w", {{"nvidia.com/gpu", "1"}}));
+  const CycleOutput c1 = core->Cycle(1);
+  EXPECT_EQ(core->stats().adopted, 2);
+  EXPECT_EQ(core->stats().adopt_failures, 0);
+  EXPECT_EQ(Notice(c1, "g").rfind("NodeOvercommitted: this pod runs on node m beyond what the "
+                                  "scheduler counts free there (1 CPU asked, 0 free)",
+                                  0),
+            0u)
+      << Notice(c1, "g");
+  EXPECT_FALSE(core->cluster().gpu(0, 0).Idle());
+  EXPECT_EQ(core->cluster().free(0).cpu, 0);
+  EXPECT_TRUE(c1.binds.empty());  // no CPU for w
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_pods"), 1);
+  EXPECT_EQ(Notice(core->Cycle(2), "g"), "");  // told once
+
+  // Once the hog is gone, w gets the GPU g does not hold, and the node's CPU comes back exactly.
+  core->DeletePod(hog);
+  const auto a3 = Assignments(core->Cycle(3));
+  ASSERT_EQ(a3.count("w"), 1u);
+  EXPECT_EQ(a3.at("w").gpus, std::vector<int>{1});
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_pods"), 1);  // g still holds only what was free
+  core->DeletePod(PodJson("g", {{"nvidia.com/gpu", "1"}}, Json::object(), "m"));
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_pods"), 0);
+  EXPECT_EQ(core->cluster().free(0).cpu, 63000);  // w's 1 CPU
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+// A bound pod of a queue that no longer has a flavor for its node's GPU model (the queues were
+// changed before a restart) still holds its GPUs: it is counted outside every queue.
+TEST(SchedulerSlicesTest, ABoundPodWhoseQueueLostItsFlavorIsAdoptedOutsideTheQueue) {
+  SchedulerConfig cfg;
+  cfg.gang_settle_s = 0;
+  QueueSpec q;
+  q.name = "default";
+  FlavorQuota t4;
+  t4.name = "t4";
+  t4.models = ModelMask{1} << *GpuCatalog::Builtin().Find("T4");
+  t4.nominal = {8000, 64000, 512 * 1024};
+  q.flavors = {t4};
+  cfg.queues = {q};
+  auto made = SchedulerCore::Create(cfg);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  SchedulerCore& core = **made;
+  core.UpsertNode(MigNodeJson("m", {"", ""}));
+  const std::string gpu0 = R"({"node":"m","kind":"exclusive","gpus":[0],"uuids":["GPU-m-0"]})";
+  core.UpsertPod(PodJson("g", {{"nvidia.com/gpu", "1"}}, {{kAnnotationAssignment, gpu0}}, "m"));
+  const CycleOutput c1 = core.Cycle(1);
+  EXPECT_EQ(core.stats().adopted, 1);
+  EXPECT_EQ(
+      Notice(c1, "g").rfind("OutsideQueue: queue default has no flavor for A100-80GB GPUs", 0), 0u)
+      << Notice(c1, "g");
+  EXPECT_FALSE(core.cluster().gpu(0, 0).Idle());
+  EXPECT_EQ(Gauge(core, "tessera_pods_outside_queue"), 1);
+  int64_t queue_gpu = -1;
+  for (const QueueStatus& st : core.admission().Queues())
+    if (st.name == "default") queue_gpu = st.usage.gpu;
+  EXPECT_EQ(queue_gpu, 0);
 }
 
 // An instance the node's report drops while its pod runs stays in the ledger until the pod

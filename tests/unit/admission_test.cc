@@ -614,6 +614,36 @@ TEST(AdmissionRecoveryTest, AdoptRebuildsUsageAndRefusesDoubleAssignment) {
   EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
+// Running work is adopted beyond its node's free CPU and memory: the ledger holds what was
+// free (the node is full, the GPUs are held), the queue is charged the request, and finishing
+// gives back exactly what was held.
+TEST(AdmissionRecoveryTest, AdoptBeyondTheNodesFreeHostHoldsItsGpus) {
+  auto adm = Make({Queue("team", "", 4)});
+  ClusterState c = Cluster(1, 4);
+  JobSpec hog = Job(1, "team", 0);
+  hog.pod.cpu = MilliCpu(63500);
+  hog.pod.memory = MiB(511 * 1024);
+  ASSERT_TRUE(adm->Adopt(c, hog, {Placement{0, 0}}, 10).ok());
+  JobSpec big = Job(2, "team", 2);
+  big.pod.cpu = MilliCpu(4000);
+  big.pod.memory = MiB(4096);
+  ASSERT_TRUE(adm->Adopt(c, big, {Placement{0, 0b0011}}, 10).ok());
+  EXPECT_EQ(c.free(0).cpu, 0);
+  EXPECT_EQ(c.free(0).memory, 0);
+  EXPECT_EQ(c.free(0).gpu[0], 0);
+  EXPECT_EQ(c.free(0).gpu[1], 0);
+  EXPECT_EQ(adm->Queues()[0].usage.cpu, 63500 + 4000);
+  // A GPU held twice is still refused.
+  EXPECT_FALSE(adm->Adopt(c, Job(3, "team"), {Placement{0, 0b0010}}, 10).ok());
+  ASSERT_TRUE(adm->Finish(c, 2).ok());
+  EXPECT_EQ(c.free(0).cpu, 500);
+  EXPECT_EQ(c.free(0).memory, 1024);
+  ASSERT_TRUE(adm->Finish(c, 1).ok());
+  EXPECT_EQ(c.free(0).cpu, 64000);
+  EXPECT_EQ(adm->Queues()[0].usage.cpu, 0);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
 TEST(AdmissionRecoveryTest, LostNodeRequeuesWholeGangs) {
   auto adm = Make({Queue("team", "", 64)});
   ClusterState c = Cluster(2, 4);
