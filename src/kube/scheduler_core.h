@@ -12,7 +12,8 @@
 //    no GPU is ever assigned twice. The assignment wins over a node report that does not show
 //    the named instance (or shows MIG where it names a GPU with MIG off): see
 //    ConformToAssignment. A bound pod whose GPUs are already taken is reported once and adopted
-//    when they are free.
+//    when they are free. CPU and memory never refuse one (it holds what its node has free), nor
+//    does a queue without a flavor for its node's GPU model (it runs outside every queue).
 //  * Pending pods with spec.schedulerName == config.scheduler_name become admission jobs: one
 //    pod each, or one job per gang (tessera.io/gang) once min-member pods (or, without
 //    min-member, the pods seen when no new member arrived for gang_settle_s) are pending.
