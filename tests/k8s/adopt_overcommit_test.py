@@ -61,15 +61,7 @@ def main() -> int:
     k8slib.ensure_namespace(api, NS)
     k8slib.create_nodes(api, [k8slib.kwok_gpu_node(NODE, gpus=3, model=MODEL, cpu="8")])
     check("kwok node Ready", k8slib.wait_nodes_ready(api, [NODE], 90))
-    scheds: list[k8slib.Process] = []
-    try:
-        return run(check, api, scheds)
-    finally:
-        for s in scheds:
-            rc = s.close()
-            print(f"{s.name} exit code {rc}", flush=True)
-            if check.failed:
-                print(s.tail(40), flush=True)
+    return k8slib.with_processes(check, lambda scheds: run(check, api, scheds))
 
 
 def pods(api: k8slib.Client) -> dict[str, dict]:

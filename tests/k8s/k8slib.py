@@ -442,6 +442,20 @@ def start_scheduler(name: str, config_yaml: str, kubeconfig: Path | None = None,
     return Process(name, args), port
 
 
+def with_processes(check: Checks, body) -> int:
+    """Runs body(procs), where body appends the processes it starts to procs; closes them all
+    afterwards, printing each exit code and, if a check failed, the end of its log."""
+    procs: list[Process] = []
+    try:
+        return body(procs)
+    finally:
+        for p in procs:
+            rc = p.close()
+            print(f"{p.name} exit code {rc}", flush=True)
+            if check.failed:
+                print(p.tail(40), flush=True)
+
+
 def metrics(port: int) -> str:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:

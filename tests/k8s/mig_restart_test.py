@@ -80,15 +80,7 @@ def main() -> int:
         nodes.append(node)
     k8slib.create_nodes(api, nodes)
     check("kwok nodes Ready", k8slib.wait_nodes_ready(api, NODES, 90))
-    scheds: list[k8slib.Process] = []
-    try:
-        return run(check, api, scheds)
-    finally:
-        for s in scheds:
-            rc = s.close()
-            print(f"{s.name} exit code {rc}", flush=True)
-            if check.failed:
-                print(s.tail(40), flush=True)
+    return k8slib.with_processes(check, lambda scheds: run(check, api, scheds))
 
 
 def pods(api: k8slib.Client) -> list[dict]:
