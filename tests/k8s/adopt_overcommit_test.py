@@ -69,7 +69,8 @@ def pods(api: k8slib.Client) -> dict[str, dict]:
 
 
 def no_double_use(check, api: k8slib.Client, label: str) -> None:
-    nodes = {n["metadata"]["name"]: n for n in api.list_all("/api/v1/nodes", selector="type=kwok")[0]}
+    nodes = {n["metadata"]["name"]: n
+             for n in api.list_all("/api/v1/nodes", selector="type=kwok")[0]}
     _, problems = sc.gpu_usage(list(pods(api).values()), nodes)
     check(f"{label}: no GPU held twice", not problems, "; ".join(problems[:5]))
 
@@ -95,9 +96,10 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
     api.must("PATCH", f"/api/v1/nodes/{NODE}/status",
              {"status": {"allocatable": {"cpu": "5"}, "capacity": {"cpu": "5"}}},
              content_type="application/merge-patch+json")
-    shrunk = k8slib.wait_until(
-        lambda: api.get(f"/api/v1/nodes/{NODE}")["status"]["allocatable"]["cpu"] == "5" or None,
-        10, 0.2)[1]
+    def allocatable_cpu() -> str:
+        return api.must("GET", f"/api/v1/nodes/{NODE}")["status"]["allocatable"]["cpu"]
+
+    shrunk = k8slib.wait_until(lambda: allocatable_cpu() == "5" or None, 10, 0.2)[1]
     if not check("the node's allocatable CPU reads 5", shrunk is not None):
         return check.exit_code()
     second, port = k8slib.start_scheduler("tessera-second", SECOND)
