@@ -276,8 +276,9 @@ struct Scheduler::Impl {
   // Binds and evictions, served before `work` (pod notices): a burst of notices, each a
   // condition patch and an Event, must not hold placements back.
   std::deque<std::function<void()>> urgent;
-  // The latest notice per pod ("ns/name") whose task has not run yet; newer notices replace it,
-  // so at most one per pod waits however often its reason changes.
+  // The latest notice per pod whose task has not run yet: why it waits ("ns/name"; newer ones
+  // replace it, so at most one per pod waits however often the why changes), and each other
+  // reason apart ("ns/name\n<reason>"), so notices of different kinds never replace each other.
   std::map<std::string, PodNotice> queued_notices;
   int in_flight = 0;
   bool quit = false;
@@ -440,10 +441,13 @@ struct Scheduler::Impl {
       }
     }
     for (auto& fresh : out.notices) {
-      const std::string key = fresh.ns + "/" + fresh.name;
+      // Why a pod waits is sent as it last stood; every other notice (SliceMissing,
+      // NodeOvercommitted, ...) is sent each time, beside the others of the same pod.
+      const bool waiting = fresh.reason == "Unschedulable" || fresh.reason == "InvalidRequest";
+      const std::string key = fresh.ns + "/" + fresh.name + (waiting ? "" : "\n" + fresh.reason);
       {
         std::lock_guard<std::mutex> l(qmu);
-        // A task for this pod is queued already: it sends the latest notice.
+        // A task for this pod (and reason) is queued already: it sends the latest notice.
         if (!queued_notices.insert_or_assign(key, std::move(fresh)).second) continue;
       }
       Enqueue([this, key] {
