@@ -207,8 +207,12 @@ class Client {
   Status Bind(const std::string& ns, const std::string& pod, const std::string& uid,
               const std::string& node, const std::map<std::string, std::string>& annotations);
   // events.k8s.io/v1 Event about a pod (type Normal|Warning, reason, note). Best effort.
+  // With `once`, the Event's name follows from the pod's uid, reason and note, so sending the
+  // same Event again (a restarted scheduler, a new leader) finds it exists and writes nothing
+  // (until the API server has expired it, after its event TTL).
   Status PodEvent(const std::string& ns, const std::string& pod, const std::string& uid,
-                  const std::string& type, const std::string& reason, const std::string& note);
+                  const std::string& type, const std::string& reason, const std::string& note,
+                  bool once = false);
   // Eviction API: POST .../pods/{name}/eviction (policy/v1), honouring PDBs (429 = blocked).
   Status Evict(const std::string& ns, const std::string& pod, int64_t grace_period_s = -1);
 

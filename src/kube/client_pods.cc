@@ -65,9 +65,25 @@ static std::string EventName(const std::string& pod) {
   return base + suffix;
 }
 
+// "<pod>.<16 hex digits>" from the pod's uid, the reason and the note: the same Event has the
+// same name whichever process sends it.
+static std::string OnceEventName(const std::string& pod, const std::string& uid,
+                                 const std::string& reason, const std::string& note) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (const std::string* part : {&uid, &reason, &note}) {
+    for (unsigned char c : *part) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // separator
+  }
+  char suffix[24];
+  std::snprintf(suffix, sizeof suffix, ".%016llx", static_cast<unsigned long long>(h));
+  std::string base = pod.substr(0, 253 - std::strlen(suffix));
+  while (!base.empty() && (base.back() == '.' || base.back() == '-')) base.pop_back();
+  return base + suffix;
+}
+
 Status Client::PodEvent(const std::string& ns, const std::string& pod, const std::string& uid,
-                        const std::string& type, const std::string& reason,
-                        const std::string& note) {
+                        const std::string& type, const std::string& reason, const std::string& note,
+                        bool once) {
   TESSERA_RETURN_IF_ERROR(ValidateDns1123Label("namespace", ns));
   TESSERA_RETURN_IF_ERROR(ValidateDns1123Subdomain("pod name", pod));
   auto path = BuildApiPath({"apis", "events.k8s.io", "v1", "namespaces", ns, "events"});
@@ -82,7 +98,9 @@ Status Client::PodEvent(const std::string& ns, const std::string& pod, const std
   if (!uid.empty()) regarding["uid"] = uid;
   const Json body = {{"apiVersion", "events.k8s.io/v1"},
                      {"kind", "Event"},
-                     {"metadata", {{"name", EventName(pod)}, {"namespace", ns}}},
+                     {"metadata",
+                      {{"name", once ? OnceEventName(pod, uid, reason, note) : EventName(pod)},
+                       {"namespace", ns}}},
                      {"eventTime", MicroTimeNow()},
                      {"reportingController", config_.reporting_controller},
                      {"reportingInstance", TruncateUtf8(instance, 128)},
@@ -92,6 +110,7 @@ Status Client::PodEvent(const std::string& ns, const std::string& pod, const std
                      {"note", TruncateUtf8(note, 1024)},
                      {"type", type}};
   auto r = Post(*path, body);
+  if (!r.ok() && once && HttpStatusOf(r.status()) == 409) return Status::Ok();  // sent before
   return r.ok() ? Status::Ok() : r.status();
 }
 

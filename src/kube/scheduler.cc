@@ -476,11 +476,14 @@ struct Scheduler::Impl {
             WriteFailed("a pod condition",
                         client.StrategicMergePatch(*path, patch).status());  // keeps others
         }
+        // What a restart finds again on running pods is told once, whichever core tells it.
+        const bool once = n.reason == "AdoptFailed" || n.reason == "SliceMissing" ||
+                          n.reason == "NodeOvercommitted" || n.reason == "OutsideQueue";
         if (config.pod_events)
           WriteFailed("an Event",
                       client.PodEvent(n.ns, n.name, n.uid, "Warning",
                                       n.reason == "Unschedulable" ? "FailedScheduling" : n.reason,
-                                      n.message));
+                                      n.message, once));
         std::lock_guard<std::mutex> l(smu);
         ++st.notices;
       });

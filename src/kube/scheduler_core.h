@@ -98,7 +98,8 @@ struct BindAction {
 struct PodNotice {
   std::string ns, name, uid;
   std::string reason;   // "Unschedulable" | "InvalidRequest" | "AdoptFailed" | "NodeLost" |
-                        // "EvictionBlocked" | "SliceMissing"
+                        // "EvictionBlocked" | "SliceMissing" | "NodeOvercommitted" |
+                        // "OutsideQueue"
   std::string message;  // the exact why
 };
 

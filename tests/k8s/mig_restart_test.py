@@ -15,7 +15,8 @@ GPU arrive. Checks, read back from the API server:
 * the second scheduler binds exactly 2 of them, both on GPU 1: no GPU whose instances the MIG
   pods hold is given whole;
 * every MIG pod gets a Warning Event SliceMissing naming its instance, and
-  tessera_mig_layout_conflicts counts the 2 GPUs;
+  tessera_mig_layout_conflicts counts the 2 GPUs; a third scheduler started while the reports
+  still lag counts them too, and tells no pod again (still one SliceMissing Event each);
 * once the reports show the instances again, the conflicts clear, and a new MIG pod gets a free
   instance: no instance is ever held by two pods, and every assignment matches its node's
   inventory.
@@ -166,6 +167,18 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
     check("tessera_mig_layout_conflicts counts the 2 GPUs",
           k8slib.wait_until(conflicts(2.0), 20, 0.5)[1] is not None,
           str(k8slib.metric_value(k8slib.metrics(port), "tessera_mig_layout_conflicts")))
+
+    # A third scheduler, while the reports still lag, finds the same: it tells nobody again.
+    second.close()
+    third, port = k8slib.start_scheduler("tessera-third", CONFIG)
+    scheds.append(third)
+    check("a third scheduler counts the same 2 conflicting GPUs",
+          k8slib.wait_until(conflicts(2.0), 20, 0.5)[1] is not None)
+    time.sleep(2)  # its Events would be written by now
+    counts = {n: sum(e.get("reason") == "SliceMissing" for e in deploylib.events_for(api, NS, n))
+              for n in mig_names}
+    check("each MIG pod still has exactly one SliceMissing Event",
+          all(c == 1 for c in counts.values()), str(counts))
 
     # The reports catch up; the pending whole-GPU pods go, and a new MIG pod arrives.
     for n in NODES:
