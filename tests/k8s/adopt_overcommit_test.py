@@ -107,7 +107,10 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
     k8slib.create_pods(api, [k8slib.gpu_pod("late", NS, gpus=1, queue="other", cpu="1")])
 
     def gauges():
-        text = k8slib.metrics(port)
+        try:
+            text = k8slib.metrics(port)
+        except OSError:
+            return None  # not serving yet
         got = (k8slib.metric_value(text, "tessera_pods_outside_queue"),
                k8slib.metric_value(text, "tessera_overcommitted_pods"))
         return got if got == (2.0, 1.0) else None
