@@ -161,8 +161,13 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
     check("every MIG pod gets a Warning Event SliceMissing naming its instance", got is not None)
 
     def conflicts(want: float):
-        return lambda: k8slib.metric_value(k8slib.metrics(port),
-                                           "tessera_mig_layout_conflicts") == want or None
+        def probe():
+            try:
+                text = k8slib.metrics(port)
+            except OSError:
+                return None  # not serving yet
+            return k8slib.metric_value(text, "tessera_mig_layout_conflicts") == want or None
+        return probe
 
     check("tessera_mig_layout_conflicts counts the 2 GPUs",
           k8slib.wait_until(conflicts(2.0), 20, 0.5)[1] is not None,
