@@ -225,15 +225,14 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
     // (the node's allocatable shrank, or pods run there that the ledger counts differently):
     // the ledger holds what was free, so the node is full and the pod's GPUs are held.
     const NodeFree& nf = state.free(placements[i].node);
+    auto held = [&](int64_t& cpu, int64_t& memory) {
+      cpu = std::min(cpu, std::max<int64_t>(0, nf.cpu));
+      memory = std::min(memory, std::max<int64_t>(0, nf.memory));
+    };
     Demand host = d;
-    host.cpu.v = std::min(host.cpu.v, std::max<int64_t>(0, nf.cpu));
-    host.memory.v = std::min(host.memory.v, std::max<int64_t>(0, nf.memory));
+    held(host.cpu.v, host.memory.v);
     std::optional<SliceDemand> slice_host = sd;
-    if (slice_host) {
-      slice_host->cpu.v = std::min(slice_host->cpu.v, std::max<int64_t>(0, nf.cpu));
-      slice_host->host_memory.v =
-          std::min(slice_host->host_memory.v, std::max<int64_t>(0, nf.memory));
-    }
+    if (slice_host) held(slice_host->cpu.v, slice_host->host_memory.v);
     Status st =
         sd ? state.Allocate(pid, *slice_host, slices[i]) : state.Allocate(pid, host, placements[i]);
     if (!st.ok()) return undo(state.spec(placements[i].node).name + ": " + st.message());

@@ -11,6 +11,24 @@
 
 namespace tessera::kube {
 
+namespace {
+
+// Queues notice `reason` for pod `key` unless `told` shows this message was its last; an empty
+// message tells nothing and forgets the last.
+void TellOnce(std::map<std::string, std::string>& told, const std::string& key, const PodRequest& r,
+              const char* reason, std::string msg, std::vector<PodNotice>& out) {
+  if (msg.empty()) {
+    told.erase(key);
+    return;
+  }
+  std::string& last = told[key];
+  if (last == msg) return;
+  last = msg;
+  out.push_back({r.ns, r.name, r.uid, reason, std::move(msg)});
+}
+
+}  // namespace
+
 void SchedulerCore::SyncMigLayouts(NodeIdx n, int only) {
   const NodeInfo& info = node_info_[n];
   const MigGeometry* geo = MigGeometryFor(info.model);
@@ -88,11 +106,8 @@ void SchedulerCore::NotifySliceMissing(NodeIdx n, int g, bool mig_enabled,
                       ", which the node's report does not show; the scheduler keeps it for the "
                       "pod until the pod is gone. The report lags the node, or the node lost it "
                       "(a GPU reset, MIG changed by hand): check the node agent.";
-    std::string& told = slice_missing_told_[pt->first];
-    if (told == msg) continue;  // once per pod and slice
-    told = msg;
-    const PodRequest& r = pt->second->req;
-    deferred_notices_.push_back({r.ns, r.name, r.uid, "SliceMissing", std::move(msg)});
+    TellOnce(slice_missing_told_, pt->first, pt->second->req, "SliceMissing", std::move(msg),
+             deferred_notices_);  // once per pod and slice
   }
 }
 
@@ -288,20 +303,8 @@ Status SchedulerCore::Adopted(PodEntry& p, NodeIdx n, WorkloadId job_id, const S
   p.adopted = true;
   ++stats_.adopted;
   NotifyConformed(n, conformed, job_id);
-  // Once per pod and message, as SliceMissing.
-  auto tell = [&](const char* reason, const std::string& msg,
-                  std::map<std::string, std::string>& told) {
-    if (msg.empty()) {
-      told.erase(p.key);
-      return;
-    }
-    std::string& last = told[p.key];
-    if (last == msg) return;
-    last = msg;
-    deferred_notices_.push_back({p.req.ns, p.req.name, p.req.uid, reason, msg});
-  };
-  tell("NodeOvercommitted", beyond, overcommitted_);
-  tell("OutsideQueue", outside, outside_queue_);
+  TellOnce(overcommitted_, p.key, p.req, "NodeOvercommitted", beyond, deferred_notices_);
+  TellOnce(outside_queue_, p.key, p.req, "OutsideQueue", outside, deferred_notices_);
   return Status::Ok();
 }
 
