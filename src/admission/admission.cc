@@ -223,18 +223,9 @@ Status Admission::Adopt(ClusterState& state, const JobSpec& job,
       return undo("slice and placement disagree");
     // Running work is adopted even beyond the CPU and memory its node has free in the ledger
     // (the node's allocatable shrank, or pods run there that the ledger counts differently):
-    // the ledger holds what was free, so the node is full and the pod's GPUs are held.
-    const NodeFree& nf = state.free(placements[i].node);
-    auto held = [&](int64_t& cpu, int64_t& memory) {
-      cpu = std::min(cpu, std::max<int64_t>(0, nf.cpu));
-      memory = std::min(memory, std::max<int64_t>(0, nf.memory));
-    };
-    Demand host = d;
-    held(host.cpu.v, host.memory.v);
-    std::optional<SliceDemand> slice_host = sd;
-    if (slice_host) held(slice_host->cpu.v, slice_host->host_memory.v);
-    Status st =
-        sd ? state.Allocate(pid, *slice_host, slices[i]) : state.Allocate(pid, host, placements[i]);
+    // its full request is counted, the node's balance goes negative, and its GPUs are held.
+    Status st = sd ? state.AllocateBeyondHost(pid, *sd, slices[i])
+                   : state.AllocateBeyondHost(pid, d, placements[i]);
     if (!st.ok()) return undo(state.spec(placements[i].node).name + ": " + st.message());
     j.pods.push_back(pid);
     j.placements.push_back(placements[i]);

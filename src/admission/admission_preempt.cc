@@ -150,7 +150,11 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
           auto it = std::find_if(freed.begin(), freed.end(),
                                  [&](const auto& x) { return x.first == p.node; });
           if (it == freed.end()) {
-            freed.push_back({p.node, state.free(p.node)});
+            // From the balance: on an over-committed node, evicting frees less than it asks.
+            NodeFree nf = state.free(p.node);
+            nf.cpu = state.cpu_balance(p.node);
+            nf.memory = state.memory_balance(p.node);
+            freed.push_back({p.node, nf});
             it = freed.end() - 1;
           }
           NodeFree& nf = it->second;
@@ -182,6 +186,8 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
     taken.push_back({id, v.pods, v.placements, v.slices, v.flavor, v.charged});
     Release(state, v);
   };
+  // Puts a victim back exactly as it ran, also on a node whose balance its eviction did not
+  // bring back above 0.
   auto restore = [&](const Saved& s) {
     Job& v = jobs.at(s.id);
     Demand d = v.spec.pod;
@@ -191,9 +197,9 @@ bool Admission::Impl::PreemptImpl(ClusterState& state, Job& j, int f, double now
       if (v.spec.slice && i < s.slices.size()) {
         SliceDemand sd = *v.spec.slice;
         sd.models = 0;
-        (void)state.Allocate(s.pods[i], sd, s.slices[i]);
+        (void)state.AllocateBeyondHost(s.pods[i], sd, s.slices[i]);
       } else {
-        (void)state.Allocate(s.pods[i], pd, s.places[i]);
+        (void)state.AllocateBeyondHost(s.pods[i], pd, s.places[i]);
       }
     }
     v.pods = s.pods;

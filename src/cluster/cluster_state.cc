@@ -89,6 +89,7 @@ Result<NodeIdx> ClusterState::AddNode(NodeSpec spec) {
     }
   }
   const NodeIdx idx = static_cast<NodeIdx>(specs_.size());
+  balance_.push_back({f.cpu, f.memory});
   gpu_capacity_milli_ += f.gpu_total;
   if (spec.model < free_gpu_by_model_.size()) free_gpu_by_model_[spec.model] += f.gpu_total;
   free_cpu_milli_ += f.cpu;
@@ -144,9 +145,9 @@ void ClusterState::Sync(NodeIdx n, int g, int held_before) {
 void ClusterState::Apply(const Entry& e, int sign) {
   const SliceAssignment& a = e.slice;
   NodeFree& f = free_[a.node];
-  f.cpu -= sign * e.cpu;
-  free_cpu_milli_ -= sign * e.cpu;
-  f.memory -= sign * e.memory;
+  balance_[a.node].cpu -= sign * e.cpu;
+  balance_[a.node].memory -= sign * e.memory;
+  SyncHost(a.node);
   const int shape = ShapeClass(a);
   if (shape >= 0) f.shape_pods[shape] = static_cast<uint16_t>(f.shape_pods[shape] + sign);
   auto& gpus = gpus_[a.node];
@@ -189,6 +190,60 @@ void ClusterState::Apply(const Entry& e, int sign) {
     Sync(a.node, g, held_before);
   }
   Touch(a.node);
+}
+
+void ClusterState::SyncHost(NodeIdx n) {
+  NodeFree& f = free_[n];
+  const int64_t cpu = std::max<int64_t>(0, balance_[n].cpu);
+  free_cpu_milli_ += cpu - f.cpu;
+  f.cpu = cpu;
+  f.memory = std::max<int64_t>(0, balance_[n].memory);
+}
+
+Status ClusterState::AllocateBeyondHost(WorkloadId id, const Demand& d, Placement p) {
+  Demand gpu_part = d;
+  gpu_part.cpu.v = 0;
+  gpu_part.memory.v = 0;
+  if (d.cpu.v < 0 || d.memory.v < 0) return InvalidArgument("negative or out-of-range demand");
+  TESSERA_RETURN_IF_ERROR(Allocate(id, gpu_part, p));
+  MoveHost(id, d.cpu.v, d.memory.v);
+  return Status::Ok();
+}
+
+Status ClusterState::AllocateBeyondHost(WorkloadId id, const SliceDemand& d,
+                                        const SliceAssignment& a) {
+  SliceDemand gpu_part = d;
+  gpu_part.cpu.v = 0;
+  gpu_part.host_memory.v = 0;
+  if (d.cpu.v < 0 || d.host_memory.v < 0) return InvalidArgument("negative request");
+  TESSERA_RETURN_IF_ERROR(Allocate(id, gpu_part, a));
+  MoveHost(id, d.cpu.v, d.host_memory.v);
+  return Status::Ok();
+}
+
+void ClusterState::MoveHost(WorkloadId id, int64_t cpu, int64_t memory) {
+  Entry& e = ledger_.at(id);
+  const NodeIdx n = e.slice.node;
+  balance_[n].cpu -= cpu - e.cpu;
+  balance_[n].memory -= memory - e.memory;
+  e.cpu = cpu;
+  e.memory = memory;
+  SyncHost(n);
+  Touch(n);
+}
+
+Status ClusterState::ResizeHost(NodeIdx n, MilliCpu cpu, MiB memory) {
+  if (n >= specs_.size()) return NotFound("no node index " + std::to_string(n));
+  if (cpu.v <= 0 || memory.v <= 0)
+    return InvalidArgument("node '" + specs_[n].name + "': non-positive CPU or memory");
+  balance_[n].cpu += cpu.v - specs_[n].cpu.v;
+  balance_[n].memory += memory.v - specs_[n].memory.v;
+  cpu_capacity_milli_ += cpu.v - specs_[n].cpu.v;
+  specs_[n].cpu = cpu;
+  specs_[n].memory = memory;
+  SyncHost(n);
+  Touch(n);
+  return Status::Ok();
 }
 
 Status ClusterState::Allocate(WorkloadId id, const Demand& d, Placement p) {
@@ -301,9 +356,9 @@ Status CheckGpu(const GpuSlices& s, const GpuSlices& e, const SliceLimits& limit
 Status ClusterState::CheckInvariants() const {
   std::vector<NodeFree> expect(free_.size());
   std::vector<std::vector<GpuSlices>> slices = gpus_;
+  std::vector<Balance> balance(specs_.size());
   for (size_t n = 0; n < specs_.size(); ++n) {
-    expect[n].cpu = specs_[n].cpu.v;
-    expect[n].memory = specs_[n].memory.v;
+    balance[n] = {specs_[n].cpu.v, specs_[n].memory.v};
     for (auto& g : slices[n]) {
       g.clients = 0;
       g.thread_pct_used = 0;
@@ -316,8 +371,8 @@ Status ClusterState::CheckInvariants() const {
     const SliceAssignment& a = e.slice;
     if (a.node >= specs_.size()) return Internal("workload " + std::to_string(id) + " off-cluster");
     NodeFree& f = expect[a.node];
-    f.cpu -= e.cpu;
-    f.memory -= e.memory;
+    balance[a.node].cpu -= e.cpu;
+    balance[a.node].memory -= e.memory;
     const int shape = ShapeClass(a);
     if (shape >= 0) ++f.shape_pods[shape];
     if (a.gpus >> slices[a.node].size())
@@ -352,8 +407,11 @@ Status ClusterState::CheckInvariants() const {
     const NodeFree& a = free_[n];
     const NodeFree& b = expect[n];
     const std::string where = "node '" + specs_[n].name + "'";
-    if (a.cpu != b.cpu) return Internal(where + ": free CPU disagrees with the ledger");
-    if (a.memory != b.memory) return Internal(where + ": free memory disagrees with the ledger");
+    if (balance[n].cpu != balance_[n].cpu || balance[n].memory != balance_[n].memory)
+      return Internal(where + ": host balance disagrees with the ledger");
+    if (a.cpu != std::max<int64_t>(0, balance[n].cpu) ||
+        a.memory != std::max<int64_t>(0, balance[n].memory))
+      return Internal(where + ": free host resources disagree with the balance");
     if (gpu_state_key_[n] != ComputeGpuStateKey(n))
       return Internal(where + ": GPU state key is stale");
     if (a.cpu < 0 || a.cpu > specs_[n].cpu.v) return Internal(where + ": CPU over-allocated");

@@ -8,7 +8,12 @@
 // Contract:
 //  * Every allocation is checked whole before anything changes (nothing is partially applied)
 //    and fails with a reason; Release restores exactly the state before the matching Allocate.
-//  * Host CPU and memory stay within [0, capacity].
+//  * A node's host balance is its CPU (memory) capacity minus what its workloads ask; its free
+//    CPU (memory) is the balance, or 0 when the balance is negative. A negative balance (the
+//    node is over-committed) comes only from AllocateBeyondHost (running work adopted beyond
+//    what was free) or ResizeHost (the capacity shrank), never from Allocate; nothing asking
+//    CPU (memory) fits there until enough of its work leaves. This is the kubelet's count:
+//    requests against allocatable.
 //  * A non-MIG GPU is in one mode at a time, set by its first occupant and back to idle when the
 //    last leaves: exclusive (one workload), share (milli-GPU shares summing to at most 1000),
 //    MPS (at most SliceLimits::mps_max_clients clients, thread % summing to at most 100, pinned
@@ -109,9 +114,23 @@ class ClusterState {
   Status CheckFit(const SliceDemand& d, const SliceAssignment& a) const;
   Status Allocate(WorkloadId id, const SliceDemand& d, const SliceAssignment& a);
 
+  // Allocate, without the host CPU and memory checks: for work already running on the node
+  // (adopted after a restart, or put back as it was). The full request is counted, so the
+  // node's balance may go negative. Every GPU check still applies.
+  Status AllocateBeyondHost(WorkloadId id, const Demand& demand, Placement placement);
+  Status AllocateBeyondHost(WorkloadId id, const SliceDemand& d, const SliceAssignment& a);
+
   // Releases a previous allocation of either form, restoring the node exactly. NotFound if
   // unknown.
   Status Release(WorkloadId id);
+
+  // Node n's host capacity changes (its allocatable changed): the balance moves by the
+  // difference and may go negative. InvalidArgument on a non-positive amount.
+  Status ResizeHost(NodeIdx n, MilliCpu cpu, MiB memory);
+  // The node's host balance (see the contract): capacity minus what its workloads ask, in
+  // milli-CPU and MiB; negative when over-committed. free(n) holds the same floored at 0.
+  int64_t cpu_balance(NodeIdx n) const { return balance_[n].cpu; }
+  int64_t memory_balance(NodeIdx n) const { return balance_[n].memory; }
 
   bool IsAllocated(WorkloadId id) const { return ledger_.count(id) != 0; }
   size_t num_allocations() const { return ledger_.size(); }
@@ -160,7 +179,15 @@ class ClusterState {
     int64_t memory = 0;  // MiB
     SliceAssignment slice;
   };
+  struct Balance {
+    int64_t cpu = 0;     // milli-CPU
+    int64_t memory = 0;  // MiB
+  };
   void Touch(NodeIdx n);
+  // Sets free_[n]'s host amounts (and the cluster's free CPU) from balance_[n].
+  void SyncHost(NodeIdx n);
+  // Makes allocated workload `id` ask `cpu` and `memory` of its node instead.
+  void MoveHost(WorkloadId id, int64_t cpu, int64_t memory);
   uint64_t ComputeGpuStateKey(NodeIdx n) const;
   void Apply(const Entry& e, int sign);
   // Re-derives NodeFree::gpu[g] and the allocated total after GPU g of node n changed.
@@ -172,6 +199,7 @@ class ClusterState {
   SliceLimits limits_;
   std::vector<NodeSpec> specs_;
   std::vector<NodeFree> free_;
+  std::vector<Balance> balance_;
   std::vector<std::vector<GpuSlices>> gpus_;
   std::vector<uint64_t> gpu_state_key_;
   std::unordered_map<std::string, NodeIdx> by_name_;

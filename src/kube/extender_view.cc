@@ -203,9 +203,10 @@ void EngineView::RebuildNode(NodeIdx n, const NodeInfo& info, const BoundFn& bou
       if (std::popcount(mask) < d.num_gpu) continue;
     }
     if (hold(d, mask)) continue;
-    d.cpu = MilliCpu(0);
-    d.memory = MiB(0);
-    (void)hold(d, mask);
+    // Beyond the node's free CPU or memory (its allocatable shrank): counted in full, as the
+    // kubelet counts it, with its GPUs.
+    const WorkloadId id = next_id_++;
+    if (state_.AllocateBeyondHost(id, d, Placement{n, mask}).ok()) held_[n].push_back(id);
   }
 }
 

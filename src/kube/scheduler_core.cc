@@ -86,8 +86,15 @@ void SchedulerCore::UpsertNode(const Json& node) {
     if (!node_alive_[n] || keep.ready != old.ready || keep.unschedulable != old.unschedulable ||
         keep.taints != old.taints || keep.spec.labels != old.spec.labels)
       masks_stale_ = true;
+    // The host capacity follows allocatable (the ledger's balance may go negative: the node
+    // then takes nothing until enough of its pods are gone); the GPU count and model are fixed
+    // when the node is first seen.
+    const MilliCpu cpu = keep.spec.cpu;
+    const MiB memory = keep.spec.memory;
+    const NodeSpec& was = node_info_[n].spec;
+    if (cpu.v != was.cpu.v || memory.v != was.memory.v) (void)state_.ResizeHost(n, cpu, memory);
     auto labels = std::move(keep.spec.labels);
-    keep.spec = node_info_[n].spec;  // capacity is fixed when the node is first seen
+    keep.spec = state_.spec(n);
     keep.spec.labels = std::move(labels);
     keep.model = node_info_[n].model;
     const bool inventory_changed = keep.inventory != node_info_[n].inventory;

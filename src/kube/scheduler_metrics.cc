@@ -173,6 +173,15 @@ std::string SchedulerCore::Metrics(double now) const {
       "# TYPE tessera_overcommitted_pods gauge\n"
       "tessera_overcommitted_pods " +
       live(overcommitted_) + "\n";
+  int64_t over_nodes = 0;
+  for (NodeIdx n = 0; n < state_.num_nodes(); ++n)
+    over_nodes += node_alive_[n] && (state_.cpu_balance(n) < 0 || state_.memory_balance(n) < 0);
+  out +=
+      "# HELP tessera_overcommitted_nodes Nodes whose bound pods ask for more CPU or memory than "
+      "the node's allocatable; they take no new pods until enough of them are gone.\n"
+      "# TYPE tessera_overcommitted_nodes gauge\n"
+      "tessera_overcommitted_nodes " +
+      std::to_string(over_nodes) + "\n";
   out +=
       "# HELP tessera_pods_outside_queue Bound pods of a queue with no flavor for their node's GPU "
       "model, counted outside every queue's quota.\n"

@@ -91,7 +91,8 @@ std::optional<EvictionPlan> PlanEviction(const ClusterState& cluster, const Slic
       plan.gpus |= GpuMask{1} << clearable[i].g;
       victims.insert(on[clearable[i].g].begin(), on[clearable[i].g].end());
     }
-    int64_t cpu = cluster.free_cpu(n), mem = cluster.free_host_memory(n);
+    // The balance, not the free amount: on an over-committed node evicting frees less.
+    int64_t cpu = cluster.cpu_balance(n), mem = cluster.memory_balance(n);
     for (WorkloadId id : victims) {
       cpu += candidates.at(id).cpu.v;
       mem += candidates.at(id).host_memory.v;

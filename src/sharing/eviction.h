@@ -40,7 +40,7 @@ namespace tessera {
 
 struct EvictionCandidate {
   double cost = 0;  // what evicting it loses, e.g. GPU-seconds of progress; >= 0
-  MilliCpu cpu;     // host resources it holds on its node
+  MilliCpu cpu;     // host resources it asks on its node (counted in its balance)
   MiB host_memory;
   // When the workload last entered the queue: its arrival, or its re-creation after it was
   // evicted. Breaks ties between equal slices of equal cost before ids do.

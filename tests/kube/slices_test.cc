@@ -460,6 +460,72 @@ TEST(SchedulerSlicesTest, ABoundPodBeyondItsNodesFreeCpuIsAdoptedWithItsGpus) {
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 
+// An over-committed node takes a pod only once what its pods ask leaves room, as the kubelet
+// counts: a pod that ran beyond it keeps counting its full request after others leave.
+TEST(SchedulerSlicesTest, AnOverCommittedNodeCountsEveryPodsFullRequest) {
+  auto core = Core(/*relayout=*/false);
+  Json node = MigNodeJson("m", {"", "", ""});
+  node["status"]["allocatable"]["cpu"] = "5";
+  core->UpsertNode(node);
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "run" + std::to_string(i);
+    Json p = PodJson(
+        name, {{"nvidia.com/gpu", "1"}},
+        {{kAnnotationAssignment, R"({"node":"m","kind":"exclusive","gpus":[)" + std::to_string(i) +
+                                     R"(],"uuids":["GPU-m-)" + std::to_string(i) + R"("]})"}},
+        "m");
+    p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3";
+    core->UpsertPod(p);
+  }
+  Json late = PodJson("late", {{"nvidia.com/gpu", "1"}});
+  late["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3";
+  core->UpsertPod(late);
+  EXPECT_TRUE(core->Cycle(1).binds.empty());
+  EXPECT_EQ(core->stats().adopted, 2);
+  EXPECT_EQ(core->cluster().cpu_balance(0), -1000);
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_nodes"), 1);
+  // run0 leaves: 5 - 3 = 2 CPUs are free, not the 3 late asks (run1 still asks 3).
+  core->DeletePod(PodJson("run0", {{"nvidia.com/gpu", "1"}}, Json::object(), "m"));
+  EXPECT_TRUE(core->Cycle(2).binds.empty());
+  EXPECT_EQ(core->cluster().free(0).cpu, 2000);
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_nodes"), 0);
+  // The node's allocatable grows: late fits, on the GPU run1 does not hold.
+  node["status"]["allocatable"]["cpu"] = "8";
+  core->UpsertNode(node);
+  const auto a = Assignments(core->Cycle(3));
+  ASSERT_EQ(a.count("late"), 1u);
+  EXPECT_NE(a.at("late").gpus, std::vector<int>{1});
+  EXPECT_EQ(core->cluster().free(0).cpu, 2000);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+// A node's allocatable CPU and memory are followed while the scheduler runs: shrunk below what
+// its pods ask, the node takes no new pod and counts as over-committed; grown back, it does.
+TEST(SchedulerSlicesTest, ANodesAllocatableIsFollowed) {
+  auto core = Core(/*relayout=*/false);
+  Json node = MigNodeJson("m", {"", ""});
+  core->UpsertNode(node);
+  core->UpsertPod(PodJson("a", {{"nvidia.com/gpu", "1"}}));
+  const CycleOutput first = core->Cycle(1);
+  ASSERT_EQ(first.binds.size(), 1u);
+  core->UpsertPod(
+      PodJson("a", {{"nvidia.com/gpu", "1"}}, first.binds[0].annotations, first.binds[0].node));
+  node["status"]["allocatable"]["memory"] = "512Mi";  // a asks 1Gi
+  core->UpsertNode(node);
+  EXPECT_EQ(core->cluster().memory_balance(0), -512);
+  EXPECT_EQ(core->cluster().spec(0).memory.v, 512);
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_nodes"), 1);
+  core->UpsertPod(PodJson("b", {{"nvidia.com/gpu", "1"}}));
+  EXPECT_TRUE(core->Cycle(2).binds.empty());
+  node["status"]["allocatable"]["memory"] = "512Gi";
+  core->UpsertNode(node);
+  EXPECT_EQ(Gauge(*core, "tessera_overcommitted_nodes"), 0);
+  const auto a = Assignments(core->Cycle(3));
+  ASSERT_EQ(a.count("b"), 1u);
+  EXPECT_EQ(core->cluster().free(0).memory, 510 * 1024);
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
 // A bound pod of a queue that no longer has a flavor for its node's GPU model (the queues were
 // changed before a restart) still holds its GPUs: it is counted outside every queue.
 TEST(SchedulerSlicesTest, ABoundPodWhoseQueueLostItsFlavorIsAdoptedOutsideTheQueue) {
@@ -827,6 +893,79 @@ TEST(SchedulerPreemptionTest, AFractionEvictsOneOfTheSlicesOnItsGpu) {
     EXPECT_EQ(a.at("high").mig_instance, "3g.40gb@4");
     EXPECT_TRUE(core->cluster().CheckInvariants().ok());
   }
+}
+
+// A victim on an over-committed node frees only what brings the node's balance above 0.
+// Evicting it would not make room for the pod of higher priority, so nothing is evicted, and
+// the attempt leaves it in the ledger with its GPU: a later pod does not get that GPU.
+TEST(SchedulerPreemptionTest, AVictimOnAnOverCommittedNodeFreesLessThanItAsks) {
+  auto core = Core(/*relayout=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  Json hog = PodJson("hog", Json::object(), Json::object(), "m");
+  hog["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "60";
+  hog["spec"]["priority"] = 100;
+  core->UpsertPod(hog);
+  Json g = PodJson("g", {{"nvidia.com/gpu", "1"}},
+                   {{kAnnotationAssignment,
+                     R"({"node":"m","kind":"exclusive","gpus":[0],"uuids":["GPU-m-0"]})"}},
+                   "m");
+  g["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5";  // 4 free: balance -1
+  core->UpsertPod(g);
+  ASSERT_TRUE(core->Cycle(1).binds.empty());
+  ASSERT_EQ(core->stats().adopted, 2);
+  Json vip = PodJson("vip", {{"nvidia.com/gpu", "1"}});
+  vip["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5";
+  vip["spec"]["priority"] = 10;
+  core->UpsertPod(vip);
+  const CycleOutput out = core->Cycle(100);
+  EXPECT_TRUE(out.binds.empty());
+  EXPECT_TRUE(out.evictions.empty());
+  EXPECT_EQ(core->cluster().num_allocations(), 2u);
+  EXPECT_FALSE(core->cluster().gpu(0, 0).Idle());
+  EXPECT_EQ(core->cluster().free(0).cpu, 0);
+  core->UpsertPod(PodJson("w", {{"nvidia.com/gpu", "1"}}));
+  EXPECT_TRUE(core->Cycle(101).binds.empty());  // no CPU left on m
+  EXPECT_FALSE(core->cluster().gpu(0, 0).Idle());
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
+// Of two victims, the cheaper sits on an over-committed node where evicting it would not make
+// room: the pod of higher priority evicts the other, on a node where that is enough.
+TEST(SchedulerPreemptionTest, AVictimThatWouldNotMakeRoomIsPassedOver) {
+  auto core = Core(/*relayout=*/false);
+  core->UpsertNode(MigNodeJson("m", {"", ""}));
+  core->UpsertNode(MigNodeJson("m2", {"", "", "", ""}));
+  Json hog = PodJson("hog", Json::object(), Json::object(), "m");
+  hog["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "60";
+  hog["spec"]["priority"] = 100;
+  core->UpsertPod(hog);
+  auto bound = [&](const std::string& name, const std::string& node, const std::string& gpus,
+                   const std::string& count, const std::string& cpu) {
+    std::string uuids;
+    for (char c : gpus)
+      if (c != ',')
+        uuids += std::string(uuids.empty() ? "" : ",") + "\"GPU-" + node + "-" + c + "\"";
+    Json p = PodJson(
+        name, {{"nvidia.com/gpu", count}},
+        {{kAnnotationAssignment, R"({"node":")" + node + R"(","kind":"exclusive","gpus":[)" + gpus +
+                                     R"(],"uuids":[)" + uuids + "]}"}},
+        node);
+    p["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu;
+    core->UpsertPod(p);
+  };
+  bound("g", "m", "0", "1", "5");       // m: 4 CPUs free for 5: balance -1
+  bound("g2", "m2", "0,1", "2", "62");  // m2: 2 CPUs free, GPUs 2 and 3 idle
+  ASSERT_TRUE(core->Cycle(1).binds.empty());
+  ASSERT_EQ(core->stats().adopted, 3);
+  Json vip = PodJson("vip", {{"nvidia.com/gpu", "1"}});
+  vip["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5";
+  vip["spec"]["priority"] = 10;
+  core->UpsertPod(vip);
+  const CycleOutput out = core->Cycle(100);
+  ASSERT_EQ(out.evictions.size(), 1u);
+  EXPECT_EQ(out.evictions[0].name, "g2");
+  EXPECT_FALSE(core->cluster().gpu(0, 0).Idle());  // g keeps its GPU
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 
 }  // namespace

@@ -614,9 +614,9 @@ TEST(AdmissionRecoveryTest, AdoptRebuildsUsageAndRefusesDoubleAssignment) {
   EXPECT_TRUE(c.CheckInvariants().ok());
 }
 
-// Running work is adopted beyond its node's free CPU and memory: the ledger holds what was
-// free (the node is full, the GPUs are held), the queue is charged the request, and finishing
-// gives back exactly what was held.
+// Running work is adopted beyond its node's free CPU and memory: the ledger counts its full
+// request (the node's balance goes below 0, it is full, the GPUs are held), the queue is charged
+// the request, and finishing gives back exactly what was counted.
 TEST(AdmissionRecoveryTest, AdoptBeyondTheNodesFreeHostHoldsItsGpus) {
   auto adm = Make({Queue("team", "", 4)});
   ClusterState c = Cluster(1, 4);
@@ -630,6 +630,8 @@ TEST(AdmissionRecoveryTest, AdoptBeyondTheNodesFreeHostHoldsItsGpus) {
   ASSERT_TRUE(adm->Adopt(c, big, {Placement{0, 0b0011}}, 10).ok());
   EXPECT_EQ(c.free(0).cpu, 0);
   EXPECT_EQ(c.free(0).memory, 0);
+  EXPECT_EQ(c.cpu_balance(0), -3500);
+  EXPECT_EQ(c.memory_balance(0), -3 * 1024);
   EXPECT_EQ(c.free(0).gpu[0], 0);
   EXPECT_EQ(c.free(0).gpu[1], 0);
   EXPECT_EQ(adm->Queues()[0].usage.cpu, 63500 + 4000);
@@ -641,6 +643,41 @@ TEST(AdmissionRecoveryTest, AdoptBeyondTheNodesFreeHostHoldsItsGpus) {
   ASSERT_TRUE(adm->Finish(c, 1).ok());
   EXPECT_EQ(c.free(0).cpu, 64000);
   EXPECT_EQ(adm->Queues()[0].usage.cpu, 0);
+  EXPECT_TRUE(c.CheckInvariants().ok());
+}
+
+// A preemption attempt that evicts pods of an over-committed node and still finds no room puts
+// them back as they ran, though the node's balance stays below 0 (a later pod gets none of
+// their GPUs).
+TEST(AdmissionRecoveryTest, AFailedPreemptionPutsAnOverCommittedPodBackWithItsGpus) {
+  auto adm = Make({Queue("team", "", 16)});
+  ClusterState c = Cluster(2, 4);
+  JobSpec hog = Job(1, "team", 1);
+  hog.pod.cpu = MilliCpu(63500);
+  ASSERT_TRUE(adm->Adopt(c, hog, {Placement{0, 0b0001}}, 0).ok());
+  JobSpec big = Job(2, "team", 2);
+  big.pod.cpu = MilliCpu(4000);  // 500 free
+  ASSERT_TRUE(adm->Adopt(c, big, {Placement{0, 0b0110}}, 8000).ok());
+  ASSERT_TRUE(adm->Adopt(c, Job(3, "team", 1, 1, 9), {Placement{0, 0b1000}}, 0).ok());
+  JobSpec full = Job(4, "team", 0, 1, 9);  // n1's CPU, out of reach
+  full.pod.cpu = MilliCpu(64000);
+  ASSERT_TRUE(adm->Adopt(c, full, {Placement{1, 0}}, 0).ok());
+  // Two pods of 2 GPUs at priority 5: evicting jobs 2 then 1 (the cheaper first) frees three
+  // GPUs of n0, not four, so nothing is evicted and both are put back, 1 then 2.
+  ASSERT_TRUE(adm->Submit(Job(5, "team", 2, 2, 5, 9000)).ok());
+  auto r = adm->RunCycle(c, 10000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->preempted.empty());
+  EXPECT_EQ(adm->state(5), JobState::kPending);
+  EXPECT_EQ(adm->state(2), JobState::kRunning);
+  EXPECT_EQ(c.num_allocations(), 4u);
+  EXPECT_EQ(c.cpu_balance(0), 64000 - 63500 - 4000 - 1000);
+  EXPECT_EQ(c.free(0).cpu, 0);
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(c.free(0).gpu[g], 0) << "GPU " << g;
+  // The next pod finds no GPU of n0 free.
+  ASSERT_TRUE(adm->Submit(Job(6, "team", 1, 1, 0, 9500)).ok());
+  ASSERT_TRUE(adm->RunCycle(c, 10001).ok());
+  EXPECT_EQ(adm->state(6), JobState::kPending);
   EXPECT_TRUE(c.CheckInvariants().ok());
 }
 

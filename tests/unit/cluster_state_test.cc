@@ -177,6 +177,48 @@ TEST(ClusterStateTest, TotalsFollowTheLedger) {
   EXPECT_TRUE(state.CheckInvariants().ok());
 }
 
+// Work allocated beyond the node's host resources, and a capacity that shrinks, take the node's
+// balance below 0: its free host amounts read 0 and nothing asking CPU fits until the balance
+// is positive again. Release and resizing keep the ledger exact.
+TEST(ClusterStateTest, AnOverCommittedNodeHasANegativeBalanceAndNoFreeHost) {
+  ClusterState state;
+  auto a = state.AddNode(GpuNode("a", 8000, 16384, 4, "A100-80GB"));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(state.Allocate(1, Whole(6000, 8192, 1), {*a, 0b1}).ok());
+  EXPECT_FALSE(state.Allocate(2, Whole(6000, 8192, 1), {*a, 0b10}).ok());
+  ASSERT_TRUE(state.AllocateBeyondHost(2, Whole(6000, 8192, 1), {*a, 0b10}).ok());
+  EXPECT_EQ(state.cpu_balance(*a), -4000);
+  EXPECT_EQ(state.memory_balance(*a), 0);
+  EXPECT_EQ(state.free(*a).cpu, 0);
+  EXPECT_EQ(state.free_cpu_milli(), 0);
+  EXPECT_EQ(state.free(*a).gpu[1], 0);  // the GPU is held
+  // The GPU checks still apply beyond the host: GPU 1 is taken.
+  EXPECT_FALSE(state.AllocateBeyondHost(3, Whole(0, 0, 1), {*a, 0b10}).ok());
+  EXPECT_FALSE(state.Allocate(3, Whole(1, 0, 1), {*a, 0b100}).ok());
+  EXPECT_TRUE(state.CheckInvariants().ok());
+  // Releasing one frees only what brings the balance above 0.
+  ASSERT_TRUE(state.Release(1).ok());
+  EXPECT_EQ(state.free(*a).cpu, 2000);
+  EXPECT_EQ(state.free_cpu_milli(), 2000);
+  // Capacity that shrinks and grows moves the balance by the difference.
+  ASSERT_TRUE(state.ResizeHost(*a, MilliCpu(4000), MiB(4096)).ok());
+  EXPECT_EQ(state.cpu_balance(*a), -2000);
+  EXPECT_EQ(state.memory_balance(*a), -4096);
+  EXPECT_EQ(state.free(*a).memory, 0);
+  EXPECT_EQ(state.cpu_capacity_milli(), 4000);
+  EXPECT_TRUE(state.CheckInvariants().ok());
+  ASSERT_TRUE(state.ResizeHost(*a, MilliCpu(10000), MiB(16384)).ok());
+  EXPECT_EQ(state.free(*a).cpu, 4000);
+  EXPECT_EQ(state.free(*a).memory, 8192);
+  EXPECT_EQ(state.free_cpu_milli(), 4000);
+  EXPECT_EQ(state.spec(*a).cpu.v, 10000);
+  EXPECT_FALSE(state.ResizeHost(*a, MilliCpu(0), MiB(1)).ok());
+  ASSERT_TRUE(state.Release(2).ok());
+  EXPECT_EQ(state.free(*a).cpu, 10000);
+  EXPECT_EQ(state.free(*a).gpu_total, 4000);
+  EXPECT_TRUE(state.CheckInvariants().ok());
+}
+
 TEST(ClusterStateTest, StampsAreUniqueAndChangeOnEveryMutation) {
   ClusterState state;
   ASSERT_TRUE(state.AddNode(GpuNode("a", 8000, 8192, 2, "T4")).ok());
