@@ -66,9 +66,16 @@ if(TESSERA_BUILD_TESTS)
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
                    --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 41 --count 20
                    --restart-every 97 --stale-reports)
+  # The same, with every other new core told that the nodes have 70% of their CPU and memory:
+  # bound pods beyond what their node has keep their GPUs, also when a preemption attempt
+  # evicts and puts them back.
+  add_test(NAME sharing_replay_random-restarts-shrink
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/scripts/sharing_replay_random.py
+                   --bench $<TARGET_FILE:tessera-bench-sharing-replay> --seed 61 --count 20
+                   --restart-every 97 --shrink-host 0.7)
   set_tests_properties(sharing_replay_random sharing_replay_random-regressions
                        sharing_replay_random-restarts sharing_replay_random-restarts-often
-                       sharing_replay_random-restarts-stale
+                       sharing_replay_random-restarts-stale sharing_replay_random-restarts-shrink
                        PROPERTIES LABELS unit TIMEOUT 600 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
   add_test(NAME sharing_replay_small_static_mig
            COMMAND tessera-bench-sharing-replay --static-mig --scenario

@@ -4,7 +4,7 @@
 //
 //   tessera-bench-sharing-replay [--scenario FILE] [--seed N] [--json FILE] [--static-mig]
 //                                [--hours H] [--cycle-interval S] [--restart-every S]
-//                                [--stale-reports] [--progress]
+//                                [--stale-reports] [--shrink-host F] [--progress]
 //
 // Nodes become Node objects with the scenario's allocatable CPU/memory and a GPU inventory
 // annotation (MIG off everywhere, as the sim's tessera strategy starts). A scenario's node
@@ -22,7 +22,10 @@
 // nodes with the MIG layouts applied so far and every pod (bound pods with their annotations),
 // as a restarted scheduler lists them; it then goes on from there. With --stale-reports every
 // node tells each new core that MIG is off on all its GPUs (a report that lags the node, or is
-// wrong), and nothing corrects it: the bound pods' assignments must keep what they name.
+// wrong), and nothing corrects it: the bound pods' assignments must keep what they name. With
+// --shrink-host F every other new core (the first, third, ...) is given nodes whose allocatable
+// CPU and memory are F of the scenario's (the kubelet reserved more, or the node was resized),
+// the others the full amounts: bound pods beyond their node's CPU or memory must keep their GPUs.
 //
 // Checks every bind: tessera.io/assignment decodes, names the bind's node and concrete GPUs,
 // MIG assignments name an instance, and no MIG instance or whole GPU is given twice at once;
@@ -137,6 +140,7 @@ struct ReplayResult {
   // Pods told their node's report lacks what they hold (SliceMissing): only stale reports
   // should cause any.
   int64_t slice_missing = 0;
+  int64_t overcommitted = 0;  // NodeOvercommitted notices (--shrink-host)
   double p50_wait_s = 0, p95_wait_s = 0;
   std::vector<int64_t> placed_by_class;
   std::map<std::string, int64_t> placed_by_kind;  // assignment kind of each bind
@@ -183,7 +187,8 @@ class Replay {
   }
 
   Result<ReplayResult> Run() {
-    const std::vector<NodeSpec> specs = SharingNodeSpecs(s_);
+    specs_ = SharingNodeSpecs(s_);
+    const std::vector<NodeSpec>& specs = specs_;
     size_t k = 0;
     for (const SharingNodeGroup& g : s_.node_groups) {
       std::string layout;
@@ -294,29 +299,18 @@ class Replay {
     for (int round = 0; round < 64; ++round) {
       CycleOutput out = core_->Cycle(static_cast<double>(t));
       ++r_.cycles;
-      static const long dbg_lo = getenv("DBG_LO") ? atol(getenv("DBG_LO")) : -1;
-      static const long dbg_hi = getenv("DBG_HI") ? atol(getenv("DBG_HI")) : -1;
-      if (t >= dbg_lo && t <= dbg_hi) {
-        fprintf(stderr, "SCHED t=%lld cycle\n", (long long)t);
-        for (const BindAction& b : out.binds)
-          fprintf(stderr, "SCHED t=%lld bind %s -> %s %s\n", (long long)t, b.name.c_str(),
-                  b.node.c_str(),
-                  b.annotations.count(kAnnotationAssignment)
-                      ? b.annotations.at(kAnnotationAssignment).c_str()
-                      : "");
-        for (const LayoutAction& l : out.layouts)
-          fprintf(stderr, "SCHED t=%lld layout %s/%d %s\n", (long long)t, l.node.c_str(), l.gpu,
-                  l.layout.c_str());
-        for (const PodNotice& n : out.notices)
-          fprintf(stderr, "SCHED t=%lld notice %s: %s\n", (long long)t, n.name.c_str(),
-                  n.message.c_str());
-      }
       for (const BindAction& b : out.binds) Bind(b, t, times);
       for (const PodNotice& n : out.notices) {
         if (n.reason == "SliceMissing") {
           ++r_.slice_missing;
           // The nodes' reports here show every layout applied: nothing is missing from them.
           if (!stale_reports_) Violation(n.name + ": " + n.message);
+          continue;
+        }
+        if (n.reason == "NodeOvercommitted") {
+          ++r_.overcommitted;
+          // Only a node listed with less than the scenario gives can be over-committed.
+          if (shrink_host_ >= 1) Violation(n.name + ": " + n.message);
           continue;
         }
         ++r_.notices[NoticeKey(n.message)];
@@ -459,6 +453,7 @@ class Replay {
     auto fresh = make_core_();
     if (!fresh.ok()) return fresh.status();
     const ClusterState& old = core_->cluster();
+    const bool shrink = shrink_host_ < 1 && r_.restarts % 2 == 0;
     for (NodeIdx n = 0; n < old.num_nodes(); ++n) {
       std::vector<std::string> layouts;
       for (int g = 0; g < old.gpu_count(n); ++g) {
@@ -467,7 +462,14 @@ class Replay {
         const bool reported = gpu.mig_enabled() && geo && !stale_reports_;
         layouts.push_back(reported ? MigLayoutString(*geo, gpu.Layout()) : "");
       }
-      (*fresh)->UpsertNode(NodeJson(old.spec(n), layouts));
+      NodeSpec spec = specs_[n];
+      if (shrink) {
+        spec.cpu =
+            MilliCpu(static_cast<int64_t>(static_cast<double>(spec.cpu.value()) * shrink_host_));
+        spec.memory =
+            MiB(static_cast<int64_t>(static_cast<double>(spec.memory.value()) * shrink_host_));
+      }
+      (*fresh)->UpsertNode(NodeJson(spec, layouts));
     }
     for (size_t i = 0; i < w_.size(); ++i) {
       if (state_[i] == kRunning) (*fresh)->UpsertPod(Pod(i, bound_node_[i], bound_annotations_[i]));
@@ -514,6 +516,8 @@ class Replay {
   bool progress_ = false;
   bool static_mig_ = false;
   bool stale_reports_ = false;
+  double shrink_host_ = 1;
+  std::vector<NodeSpec> specs_;  // as the scenario gives them
   SimTime interval_ = 0;
   bool dirty_ = false;
   SimTime last_hour_ = -1;
@@ -525,6 +529,7 @@ class Replay {
   void set_static_mig(bool on) { static_mig_ = on; }
   // Restarted cores are told that MIG is off on every GPU.
   void set_stale_reports(bool on) { stale_reports_ = on; }
+  void set_shrink_host(double f) { shrink_host_ = f; }
   // > 0: the scheduler cycles only at multiples of this many seconds (as a real scheduler's
   // cycle interval), which bounds the number of cycles; waits grow by up to the interval.
   void set_cycle_interval(SimTime s) { interval_ = s; }
@@ -580,6 +585,13 @@ int Main(int argc, char** argv) {
                "with --restart-every: every node tells each new core that MIG is off on all its "
                "GPUs, whatever instances bound pods hold (a report that lags, or is wrong)")
       ->needs(restart_opt);
+  double shrink_host = 1;
+  app.add_option("--shrink-host", shrink_host,
+                 "with --restart-every: every other new core (the first, third, ...) lists the "
+                 "nodes with this fraction of their allocatable CPU and memory, the others with "
+                 "all of it (1 = never shrink)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->needs(restart_opt);
   bool require_same = false;
   app.add_flag("--require-same-placements", require_same,
                "exit with status 1 unless both paths placed exactly the same workloads (and "
@@ -627,6 +639,7 @@ int Main(int argc, char** argv) {
   rep.set_progress(progress);
   rep.set_static_mig(static_mig);
   rep.set_stale_reports(stale_reports);
+  rep.set_shrink_host(shrink_host);
   rep.set_cycle_interval(cycle_interval);
   if (restart_every > 0)
     rep.set_restart_every(restart_every, [&config] { return SchedulerCore::Create(config); });
@@ -689,9 +702,10 @@ int Main(int argc, char** argv) {
   if (r.restarts > 0)
     std::printf(
         "scheduler restarts: %lld%s; bound pods not adopted: %lld; told a slice is missing: "
-        "%lld\n",
+        "%lld; told they run beyond their node: %lld\n",
         static_cast<long long>(r.restarts), stale_reports ? " (stale node reports)" : "",
-        static_cast<long long>(r.adopt_failures), static_cast<long long>(r.slice_missing));
+        static_cast<long long>(r.adopt_failures), static_cast<long long>(r.slice_missing),
+        static_cast<long long>(r.overcommitted));
   std::printf("unsettled times (64 cycles without settling): %lld",
               static_cast<long long>(r.unsettled));
   for (const auto& t : r.unsettled_samples) std::printf(" t=%s", t.c_str());
@@ -743,6 +757,8 @@ int Main(int argc, char** argv) {
               {"stale_reports", stale_reports},
               {"adopt_failures", r.adopt_failures},
               {"slice_missing", r.slice_missing},
+              {"shrink_host", shrink_host},
+              {"overcommitted", r.overcommitted},
               {"sim", side(sim->placed, sim->abandoned, sim->never_placed, sim->reconfigurations,
                            sim->p50_wait_s, sim->p95_wait_s, sim_training, sim->placed_by_class)},
               {"scheduler", side(r.placed, r.abandoned, r.never_placed, r.relayouts, r.p50_wait_s,

@@ -13,10 +13,13 @@ core is replaced every S simulated seconds instead, as after a restart: the two 
 differ, and only the bench's own checks apply (every bind's assignment is valid, nothing is
 given twice at once, every bound pod is adopted, the counts add up). With --stale-reports as
 well, each new core is told that MIG is off on every GPU, whatever instances bound pods hold.
+With --shrink-host F as well, every other new core is told that the nodes have only F of their
+CPU and memory, so bound pods run beyond what their node has (and must keep their GPUs).
 A failing scenario is kept in the output directory, with the bench's report beside it.
 
 Usage: sharing_replay_random.py --bench PATH [--count N] [--seed S | --seeds S,S,...]
-                                [--restart-every S [--stale-reports]] [--keep DIR]
+                                [--restart-every S [--stale-reports] [--shrink-host F]]
+                                [--keep DIR]
 Exit status: 0 when every scenario agrees, 1 otherwise, 2 on bad usage.
 """
 import argparse
@@ -124,6 +127,9 @@ def main():
                     help="replace the scheduler core every S simulated seconds (checks only)")
     ap.add_argument("--stale-reports", action="store_true",
                     help="with --restart-every: new cores are told that MIG is off everywhere")
+    ap.add_argument("--shrink-host", type=float, default=1.0,
+                    help="with --restart-every: every other new core sees this fraction of the "
+                         "nodes' CPU and memory")
     ap.add_argument("--keep", help="directory for failing scenarios (default: a temporary one)")
     args = ap.parse_args()
     try:
@@ -132,9 +138,11 @@ def main():
     except ValueError:
         seeds = []
     if (not seeds or args.count < 1 or args.restart_every < 0 or
-            (args.stale_reports and args.restart_every == 0) or not os.access(args.bench, os.X_OK)):
-        print("need --count >= 1 or --seeds with integers, --restart-every with --stale-reports, "
-              "and an executable --bench", file=sys.stderr)
+            ((args.stale_reports or args.shrink_host != 1.0) and args.restart_every == 0) or
+            not 0.01 <= args.shrink_host <= 1.0 or not os.access(args.bench, os.X_OK)):
+        print("need --count >= 1 or --seeds with integers, --restart-every with --stale-reports "
+              "or --shrink-host, --shrink-host in 0.01..1, and an executable --bench",
+              file=sys.stderr)
         return 2
     out = args.keep or tempfile.mkdtemp(prefix="sharing-replay-random-")
     os.makedirs(out, exist_ok=True)
@@ -147,6 +155,8 @@ def main():
                 ["--require-same-placements", "--require-identical-placements"])
         if args.stale_reports:
             mode.append("--stale-reports")
+        if args.shrink_host != 1.0:
+            mode += ["--shrink-host", str(args.shrink_host)]
         run = subprocess.run([args.bench, "--scenario", path] + mode,
                              capture_output=True, text=True, timeout=600)
         last = (run.stdout.strip().splitlines() or [""])[-1]
