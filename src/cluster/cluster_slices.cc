@@ -18,6 +18,9 @@ Status ClusterState::CheckFit(const SliceDemand& d, const SliceAssignment& a) co
     return ResourceExhausted(where() + ": insufficient host memory");
   if (a.gpus == 0) return InvalidArgument("an assignment names no GPU");
   if (a.gpus >> gpus.size()) return InvalidArgument(where() + ": assignment names a GPU it lacks");
+  for (int i = 0; i < static_cast<int>(gpus.size()); ++i)
+    if (((a.gpus >> i) & 1) && gpus[i].blocked)
+      return FailedPrecondition(where() + " GPU " + std::to_string(i) + " is blocked (unhealthy)");
   if (d.models != 0 && !((d.models >> gpus[0].model) & 1))
     return FailedPrecondition(where() + ": GPU model not allowed");
   const int n = std::popcount(a.gpus);

@@ -44,6 +44,7 @@ uint64_t ClusterState::ComputeGpuStateKey(NodeIdx n) const {
     mix(static_cast<uint64_t>(g.thread_pct_used));
     mix(static_cast<uint64_t>(g.memory_used));
     mix(static_cast<uint64_t>(g.milli_used));
+    mix(g.blocked ? 1 : 0);
     mix(g.instances.size());
     for (const MigSlot& m : g.instances) {
       mix(static_cast<uint64_t>(m.instance.profile));
@@ -120,6 +121,9 @@ Status ClusterState::CheckFit(NodeIdx n, const Demand& d, GpuMask gpus) const {
   if (d.num_gpu == 0) return Status::Ok();
   if (!d.AllowsModel(f.model)) return FailedPrecondition("GPU model not allowed");
   if (gpus >> f.gpu_count) return InvalidArgument("placement names a GPU the node lacks");
+  for (int g = 0; g < f.gpu_count; ++g)
+    if (((gpus >> g) & 1) && gpus_[n][g].blocked)
+      return FailedPrecondition("GPU " + std::to_string(g) + " is blocked (unhealthy)");
   for (int g = 0; g < f.gpu_count; ++g) {
     if (((gpus >> g) & 1) && f.gpu[g] < d.gpu_milli)
       return ResourceExhausted("insufficient share on GPU " + std::to_string(g));
@@ -200,12 +204,42 @@ void ClusterState::SyncHost(NodeIdx n) {
   f.memory = std::max<int64_t>(0, balance_[n].memory);
 }
 
+Status ClusterState::SetGpuBlocked(NodeIdx n, int g, bool blocked) {
+  if (n >= specs_.size() || g < 0 || g >= specs_[n].gpu_count)
+    return NotFound("no GPU " + std::to_string(g) + " on node index " + std::to_string(n));
+  GpuSlices& gpu = gpus_[n][g];
+  if (gpu.blocked == blocked) return Status::Ok();
+  const int held = gpu.HeldMilli();
+  gpu.blocked = blocked;
+  Sync(n, g, held);
+  Touch(n);
+  return Status::Ok();
+}
+
+GpuMask ClusterState::Unblock(NodeIdx n, GpuMask gpus) {
+  GpuMask was = 0;
+  for (int g = 0; n < specs_.size() && g < specs_[n].gpu_count; ++g)
+    if (((gpus >> g) & 1) && gpus_[n][g].blocked) {
+      was |= GpuMask{1} << g;
+      (void)SetGpuBlocked(n, g, false);
+    }
+  return was;
+}
+
+void ClusterState::Reblock(NodeIdx n, GpuMask gpus) {
+  for (int g = 0; g < kMaxGpusPerNode; ++g)
+    if ((gpus >> g) & 1) (void)SetGpuBlocked(n, g, true);
+}
+
 Status ClusterState::AllocateBeyondHost(WorkloadId id, const Demand& d, Placement p) {
   Demand gpu_part = d;
   gpu_part.cpu.v = 0;
   gpu_part.memory.v = 0;
   if (d.cpu.v < 0 || d.memory.v < 0) return InvalidArgument("negative or out-of-range demand");
-  TESSERA_RETURN_IF_ERROR(Allocate(id, gpu_part, p));
+  const GpuMask was = Unblock(p.node, p.gpus);
+  const Status st = Allocate(id, gpu_part, p);
+  Reblock(p.node, was);
+  TESSERA_RETURN_IF_ERROR(st);
   MoveHost(id, d.cpu.v, d.memory.v);
   return Status::Ok();
 }
@@ -216,7 +250,10 @@ Status ClusterState::AllocateBeyondHost(WorkloadId id, const SliceDemand& d,
   gpu_part.cpu.v = 0;
   gpu_part.host_memory.v = 0;
   if (d.cpu.v < 0 || d.host_memory.v < 0) return InvalidArgument("negative request");
-  TESSERA_RETURN_IF_ERROR(Allocate(id, gpu_part, a));
+  const GpuMask was = Unblock(a.node, a.gpus);
+  const Status st = Allocate(id, gpu_part, a);
+  Reblock(a.node, was);
+  TESSERA_RETURN_IF_ERROR(st);
   MoveHost(id, d.cpu.v, d.host_memory.v);
   return Status::Ok();
 }

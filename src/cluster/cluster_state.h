@@ -28,6 +28,9 @@
 //    demands may use. gpu_allocated_milli() sums GpuSlices::HeldMilli() over all GPUs.
 //  * SetMigLayout changes a layout only if no instance it destroys is in use; switching MIG mode
 //    needs the GPU idle.
+//  * A blocked GPU (SetGpuBlocked: its node reports it unhealthy) takes no new slice: CheckFit
+//    refuses any slice on it and its FreeMilli() is 0. What runs there stays until it leaves;
+//    AllocateBeyondHost (running work) and layout changes are not refused.
 //  * Each mutation gives the touched node a new stamp, unique across all ClusterState objects
 //    of the process (copies included), so callers can cache per-node derived values by stamp.
 //  * gpu_state_key(n) is a 64-bit hash of the node's GPU slice state (model, modes, layouts,
@@ -124,6 +127,9 @@ class ClusterState {
   // unknown.
   Status Release(WorkloadId id);
 
+  // Blocks GPU g of node n (see the contract), or unblocks it. NotFound on an unknown GPU.
+  Status SetGpuBlocked(NodeIdx n, int g, bool blocked);
+
   // Node n's host capacity changes (its allocatable changed): the balance moves by the
   // difference and may go negative. InvalidArgument on a non-positive amount.
   Status ResizeHost(NodeIdx n, MilliCpu cpu, MiB memory);
@@ -188,6 +194,9 @@ class ClusterState {
   void SyncHost(NodeIdx n);
   // Makes allocated workload `id` ask `cpu` and `memory` of its node instead.
   void MoveHost(WorkloadId id, int64_t cpu, int64_t memory);
+  // Unblocks the blocked GPUs of `gpus` on node n and returns them; Reblock blocks them again.
+  GpuMask Unblock(NodeIdx n, GpuMask gpus);
+  void Reblock(NodeIdx n, GpuMask gpus);
   uint64_t ComputeGpuStateKey(NodeIdx n) const;
   void Apply(const Entry& e, int sign);
   // Re-derives NodeFree::gpu[g] and the allocated total after GPU g of node n changed.

@@ -80,11 +80,14 @@ struct GpuSlices {
   int64_t memory_used = 0;         // kMps: pinned limits; kTimeSlice: declared memory
   int milli_used = 0;              // kShare: milli-GPU held by shares
   std::vector<MigSlot> instances;  // kMig: the layout, sorted by start
+  bool blocked = false;            // takes no new slice (ClusterState::SetGpuBlocked)
 
   bool mig_enabled() const { return mode == GpuMode::kMig; }
   // Milli-GPU free for whole-GPU and milli-share demands: 1000 idle, the unshared rest in share
-  // mode, 0 in any other mode (MPS, time-slicing and MIG GPUs take only their own kind).
+  // mode, 0 in any other mode (MPS, time-slicing and MIG GPUs take only their own kind) and on
+  // a blocked GPU.
   int FreeMilli() const {
+    if (blocked) return 0;
     return mode == GpuMode::kIdle ? 1000 : mode == GpuMode::kShare ? 1000 - milli_used : 0;
   }
   // Milli-GPU held by workloads: 1000 exclusive; the shares; MPS thread % x 10; time-slicing

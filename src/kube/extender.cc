@@ -337,7 +337,7 @@ struct Extender::State {
       // Idle MIG-partitioned GPUs are not free for whole GPUs: they are named apart.
       int idle = 0, idle_mig = 0;
       for (int g = 0; g < sc.gpu_count(0); ++g) {
-        if (!sc.gpu(0, g).Idle()) continue;
+        if (!sc.gpu(0, g).Idle() || sc.gpu(0, g).blocked) continue;  // blocked: unhealthy
         ++(sc.gpu(0, g).mig_enabled() ? idle_mig : idle);
       }
       f.reason = "insufficient free GPUs: " + std::to_string(p.gpu.whole_gpus) + " requested, " +

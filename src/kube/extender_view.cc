@@ -7,7 +7,6 @@ namespace tessera::kube {
 namespace {
 
 constexpr int64_t kHostUnlimited = int64_t{1} << 40;
-constexpr WorkloadId kBlockedBase = WorkloadId{1} << 40;
 
 // The slice an assignment names on the single-node model; a milli-GPU share is modelled as an
 // MPS client (the extender sizes shares by memory and compute).
@@ -24,21 +23,6 @@ std::optional<SliceAssignment> ToSlice(const Assignment& a, const PodRequest& p,
                       : std::max<int64_t>(p.gpu.memory_mib, card * a.gpu_milli / 1000);
   s->gpu_milli = 0;
   return s;
-}
-
-void BlockGpu(ClusterState& c, int g, WorkloadId& next) {
-  const GpuSlices& gpu = c.gpu(0, g);
-  if (gpu.mig_enabled()) {
-    for (const MigSlot& s : gpu.instances) {
-      if (s.use != MigSlot::Use::kFree) continue;
-      SliceAssignment a{SliceKind::kMig, 0, GpuMask{1} << g, s.instance.start, 0, 0};
-      (void)c.Allocate(next++, SliceDemand{}, a);
-    }
-    return;
-  }
-  SliceDemand d;
-  d.whole_gpus = 1;
-  (void)c.Allocate(next++, d, SliceAssignment{SliceKind::kExclusive, 0, GpuMask{1} << g, -1, 0, 0});
 }
 
 bool InView(const NodeInfo* n) {
@@ -97,9 +81,6 @@ Result<NodeModel> BuildNodeModel(const NodeInfo& n, const std::vector<const PodR
     auto set = m.cluster.SetMigLayout(0, e.index, true, *layout);
     if (!set.ok()) return set.status();
   }
-  WorkloadId next = kBlockedBase;
-  for (int g = 0; g < n.spec.gpu_count; ++g)
-    if ((n.unhealthy >> g) & 1) BlockGpu(m.cluster, g, next);
   WorkloadId id = 1;
   for (const PodRequest* p : bound) {
     if (CountedMig(*p, n) || (p->assignment && p->assignment->gpus.empty())) {
@@ -119,6 +100,9 @@ Result<NodeModel> BuildNodeModel(const NodeInfo& n, const std::vector<const PodR
     SliceChoice c = selector.Select(m.cluster, d);
     if (c.placed) (void)m.cluster.Allocate(wid, d, c.assignment);
   }
+  // Blocked once the bound pods are in: a pod keeps the GPU that turned unhealthy under it.
+  for (int g = 0; g < n.spec.gpu_count; ++g)
+    if ((n.unhealthy >> g) & 1) (void)m.cluster.SetGpuBlocked(0, g, true);
   return m;
 }
 
@@ -182,7 +166,8 @@ void EngineView::RebuildNode(NodeIdx n, const NodeInfo& info, const BoundFn& bou
     held_[n].push_back(id);
     return true;
   };
-  GpuMask blocked = info.unhealthy;
+  for (int g = 0; g < info.spec.gpu_count; ++g) (void)state_.SetGpuBlocked(n, g, false);
+  GpuMask blocked = 0;
   if (!mig_open_)
     for (const GpuInventoryEntry& e : info.inventory)
       if (e.mig_enabled && e.index < info.spec.gpu_count) blocked |= GpuMask{1} << e.index;
@@ -208,6 +193,9 @@ void EngineView::RebuildNode(NodeIdx n, const NodeInfo& info, const BoundFn& bou
     const WorkloadId id = next_id_++;
     if (state_.AllocateBeyondHost(id, d, Placement{n, mask}).ok()) held_[n].push_back(id);
   }
+  // Blocked once the bound pods are in: a pod keeps the GPU that turned unhealthy under it.
+  for (int g = 0; g < info.spec.gpu_count; ++g)
+    if ((info.unhealthy >> g) & 1) (void)state_.SetGpuBlocked(n, g, true);
 }
 
 }  // namespace tessera::kube

@@ -11,12 +11,15 @@
 // the fleet, not the candidates of one request.
 //
 // A node holds, in this order:
-//  * a blocking workload on every GPU the pod being scored cannot use: unhealthy GPUs, and, in
-//    the view for pods that do not ask for a MIG instance (`mig_open` false), MIG-enabled ones;
+//  * in the view for pods that do not ask for a MIG instance (`mig_open` false), a blocking
+//    workload on every MIG-enabled GPU;
 //  * its bound GPU pods in `BoundFn` order. A pod holds the GPUs its tessera.io/assignment
 //    names (a share its milli-GPU, an MPS client its thread % x 10, exclusive whole GPUs);
 //    without GPUs named it holds the first GPUs with room. A pod whose host CPU or memory no
-//    longer fits is counted on its GPUs alone; one whose GPUs do not fit is left out.
+//    longer fits is counted in full beyond the node's balance (ClusterState::AllocateBeyondHost);
+//    one whose GPUs do not fit is left out;
+//  * then its unhealthy GPUs are blocked (ClusterState::SetGpuBlocked): a pod keeps a GPU that
+//    turned unhealthy under it, and nothing new is scored there.
 //
 // Updates are lazy. NodeChanged and PodsChanged mark a node; Refresh rebuilds the marked nodes
 // only. A node added is appended; a node removed, or whose spec changed, rebuilds the whole
@@ -56,10 +59,10 @@ struct NodeModel {
   std::map<std::string, int64_t> mig_counted;  // profile -> instances used (no inventory)
 };
 
-// Builds the model of `n` from its MIG layouts (inventory), its unhealthy GPUs (held) and the
-// pods in `bound`, in order: a pod holds the slice its tessera.io/assignment names (a milli-GPU
-// share as an MPS client; where the inventory does not show that instance, or shows MIG on a
-// GPU a non-MIG slice names, the GPU is made to hold it, destroying only free instances), or,
+// Builds the model of `n` from its MIG layouts (inventory), the pods in `bound` and then its
+// unhealthy GPUs (blocked), in order: a pod holds the slice its tessera.io/assignment names (a
+// milli-GPU share as an MPS client; where the inventory does not show that instance, or shows MIG
+// on a GPU a non-MIG slice names, the GPU is made to hold it, destroying only free instances), or,
 // without one or if that slice is taken, what the selector chooses.
 // MIG pods without a concrete instance are counted by profile. Error: a MIG layout the node's
 // model cannot have.

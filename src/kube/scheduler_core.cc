@@ -74,6 +74,16 @@ std::string SchedulerCore::WhyPending(const std::string& key) const {
   return admission_->WhyPending(it->second->job);
 }
 
+namespace {
+
+// The GPUs the node's inventory reports unhealthy take no new slice; the others do.
+void BlockUnhealthy(ClusterState& state, NodeIdx n, GpuMask unhealthy) {
+  for (int g = 0; g < state.gpu_count(n); ++g)
+    (void)state.SetGpuBlocked(n, g, ((unhealthy >> g) & 1) != 0);
+}
+
+}  // namespace
+
 void SchedulerCore::UpsertNode(const Json& node) {
   auto info = TranslateNode(node);
   if (!info.ok()) return;  // reported by the runtime; the node is skipped
@@ -101,7 +111,10 @@ void SchedulerCore::UpsertNode(const Json& node) {
     if (inventory_changed || !node_alive_[n]) ++node_epoch_[n];
     node_info_[n] = std::move(keep);
     node_alive_[n] = 1;
-    if (inventory_changed) SyncMigLayouts(n);
+    if (inventory_changed) {
+      SyncMigLayouts(n);
+      BlockUnhealthy(state_, n, node_info_[n].unhealthy);
+    }
     return;
   }
   auto idx = state_.AddNode(info->spec);
@@ -111,6 +124,7 @@ void SchedulerCore::UpsertNode(const Json& node) {
   node_alive_.push_back(1);
   node_epoch_.push_back(0);
   SyncMigLayouts(*idx);
+  BlockUnhealthy(state_, *idx, node_info_[*idx].unhealthy);
   masks_stale_ = true;
 }
 

@@ -120,10 +120,10 @@ Result<MigReconfig> MigPlanner::PlanFor(const ClusterState& cluster, const Slice
     const GpuMask skip = frozen && n < frozen->size() ? (*frozen)[n] : 0;
     int idle_gpus = 0;
     for (int g = 0; g < cluster.gpu_count(n); ++g)
-      idle_gpus += cluster.gpu(n, g).mode == GpuMode::kIdle;
+      idle_gpus += cluster.gpu(n, g).mode == GpuMode::kIdle && !cluster.gpu(n, g).blocked;
     for (int g = 0; g < cluster.gpu_count(n); ++g) {
-      if ((skip >> g) & 1) continue;
       const GpuSlices& gpu = cluster.gpu(n, g);
+      if (((skip >> g) & 1) || gpu.blocked) continue;
       MigLayout busy;
       const MigLayout current = gpu.Layout();
       if (gpu.mig_enabled()) {
@@ -206,6 +206,7 @@ Result<std::vector<MigReconfig>> MigPlanner::PlanWholeGpus(
     const GpuMask skip = frozen && n < frozen->size() ? (*frozen)[n] : 0;
     for (int g = 0; g < cluster.gpu_count(n); ++g) {
       const GpuSlices& gpu = cluster.gpu(n, g);
+      if (gpu.blocked) continue;
       if (gpu.mode == GpuMode::kIdle)
         ++idle;
       else if (gpu.mig_enabled() && gpu.Idle() && !((skip >> g) & 1))

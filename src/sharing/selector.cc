@@ -222,7 +222,10 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
       };
       const int gcount = cluster.gpu_count(n);
       int idle_gpus = 0;
-      for (int g = 0; g < gcount; ++g) idle_gpus += cluster.gpu(n, g).mode == GpuMode::kIdle;
+      for (int g = 0; g < gcount; ++g) {
+        const GpuSlices& gpu = cluster.gpu(n, g);
+        idle_gpus += gpu.mode == GpuMode::kIdle && !gpu.blocked;
+      }
       const double node_idle = kOpenIdleNode * idle_gpus / gcount;
       if (kind == SliceKind::kExclusive) {
         SliceAssignment a{SliceKind::kExclusive, n, 0};
@@ -230,7 +233,7 @@ std::vector<SliceChoice> SliceSelector::Collect(const ClusterState& cluster, con
         bool mig_capable_used = false;
         for (int g = 0; g < gcount && got < sized->gpus; ++g) {
           const GpuSlices& gpu = cluster.gpu(n, g);
-          if (gpu.mode != GpuMode::kIdle) continue;
+          if (gpu.mode != GpuMode::kIdle || gpu.blocked) continue;
           a.gpus |= GpuMask{1} << g;
           mig_capable_used |= geo != nullptr;
           ++got;
@@ -392,7 +395,7 @@ SliceChoice SliceSelector::Select(const ClusterState& cluster, const SliceDemand
     if (whole) {
       int idle = 0;
       for (int g = 0; g < cluster.gpu_count(n); ++g)
-        idle += cluster.gpu(n, g).mode == GpuMode::kIdle ? 1 : 0;
+        idle += cluster.gpu(n, g).mode == GpuMode::kIdle && !cluster.gpu(n, g).blocked ? 1 : 0;
       if (idle < std::max(1, d.whole_gpus)) ++few_idle;
     }
   }

@@ -189,6 +189,49 @@ TEST(BuildNodeModelTest, AssignmentsWinOverAnInventoryThatOmitsThem) {
   EXPECT_TRUE(m->cluster.CheckInvariants().ok());
 }
 
+// A pod keeps the GPU that turned unhealthy under it; the unhealthy GPU takes nothing new, in the
+// single-node model and in the fleet view alike.
+TEST(BuildNodeModelTest, APodKeepsTheGpuThatTurnedUnhealthyUnderIt) {
+  NodeInfo info = Translated(MigNodeJson("a100-0", {"", "", ""}));
+  info.unhealthy = GpuMask{1} << 1;
+  const Json pod = {
+      {"metadata",
+       {{"name", "p"},
+        {"namespace", "ml"},
+        {"uid", "p"},
+        {"annotations",
+         {{kAnnotationAssignment, R"({"node":"a100-0","kind":"exclusive","gpus":[1]})"}}}}},
+      {"spec",
+       {{"nodeName", "a100-0"},
+        {"containers", Json::array({{{"name", "main"},
+                                     {"resources",
+                                      {{"limits", {{"nvidia.com/gpu", "1"}}},
+                                       {"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}}})}}},
+      {"status", {{"phase", "Running"}}}};
+  auto p = TranslatePod(pod);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto m = BuildNodeModel(info, {&*p}, SliceSelector());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->cluster.gpu(0, 1).clients, 1);  // on the GPU it was given
+  EXPECT_TRUE(m->cluster.gpu(0, 1).blocked);
+  EXPECT_EQ(m->cluster.gpu(0, 0).clients, 0);
+  EXPECT_EQ(m->cluster.gpu(0, 2).clients, 0);
+  EXPECT_TRUE(m->cluster.CheckInvariants().ok());
+
+  std::map<std::string, NodeEntry> nodes;
+  nodes["a100-0"] = NodeEntry{info, ""};
+  const EngineView::BoundFn bound = [&](const std::string&) {
+    return std::vector<const PodRequest*>{&*p};
+  };
+  EngineView view(false);
+  view.Refresh(nodes, bound);
+  const NodeIdx n = *view.Find("a100-0");
+  EXPECT_EQ(view.state().gpu(n, 1).clients, 1);
+  const NodeFree& f = view.state().free(n);
+  EXPECT_EQ(std::vector<int>(f.gpu.begin(), f.gpu.begin() + 3), std::vector<int>({1000, 0, 1000}));
+  EXPECT_TRUE(view.state().CheckInvariants().ok());
+}
+
 // A MIG-enabled GPU is held in the view for pods that do not ask for a MIG instance, and free
 // in the open view; an unhealthy GPU is held in both.
 TEST(EngineViewTest, BlocksWhatThePodCannotUse) {

@@ -526,6 +526,51 @@ TEST(SchedulerSlicesTest, ANodesAllocatableIsFollowed) {
   EXPECT_TRUE(core->cluster().CheckInvariants().ok());
 }
 
+// A GPU the node's inventory reports unhealthy takes no new pod; a pod bound there before is
+// still adopted with it. Reported healthy again, the GPU takes pods.
+TEST(SchedulerSlicesTest, AnUnhealthyGpuTakesNoNewPod) {
+  auto core = Core(/*relayout=*/false);
+  auto node = [](bool healthy0) {
+    Json n = MigNodeJson("m", {"", "", ""});
+    std::vector<GpuInventoryEntry> inv;
+    for (int g = 0; g < 3; ++g)
+      inv.push_back(
+          {g, "GPU-m-" + std::to_string(g), "A100-80GB", 81920, false, "", g != 0 || healthy0});
+    n["metadata"]["annotations"][kAnnotationInventory] = EncodeInventory(inv);
+    return n;
+  };
+  auto whole = [](const std::string& name, int g) {
+    const std::string gs = std::to_string(g);
+    return PodJson(name, {{"nvidia.com/gpu", "1"}},
+                   {{kAnnotationAssignment, R"({"node":"m","kind":"exclusive","gpus":[)" + gs +
+                                                R"(],"uuids":["GPU-m-)" + gs + R"("]})"}},
+                   "m");
+  };
+  core->UpsertNode(node(false));
+  core->UpsertPod(whole("old", 1));
+  core->UpsertPod(PodJson("a", {{"nvidia.com/gpu", "1"}}));
+  const auto first = Assignments(core->Cycle(1));
+  EXPECT_EQ(core->stats().adopted, 1);
+  ASSERT_EQ(first.count("a"), 1u);
+  EXPECT_EQ(first.at("a").gpus, std::vector<int>{2});
+  core->UpsertPod(whole("a", 2));
+  core->UpsertPod(PodJson("b", {{"tessera.io/gpu-memory", "10Gi"}}));
+  EXPECT_TRUE(Assignments(core->Cycle(2)).empty());  // GPUs 1 and 2 are whole, 0 is unhealthy
+  EXPECT_TRUE(core->cluster().gpu(0, 0).Idle());
+  // A bound pod that names the unhealthy GPU is adopted with it.
+  core->UpsertPod(whole("older", 0));
+  core->Cycle(3);
+  EXPECT_EQ(core->stats().adopted, 2);
+  EXPECT_FALSE(core->cluster().gpu(0, 0).Idle());
+  core->DeletePod(whole("older", 0));
+  EXPECT_TRUE(Assignments(core->Cycle(4)).empty());
+  core->UpsertNode(node(true));
+  const auto healed = Assignments(core->Cycle(5));
+  ASSERT_EQ(healed.count("b"), 1u);
+  EXPECT_EQ(healed.at("b").gpus, std::vector<int>{0});
+  EXPECT_TRUE(core->cluster().CheckInvariants().ok());
+}
+
 // A bound pod of a queue that no longer has a flavor for its node's GPU model (the queues were
 // changed before a restart) still holds its GPUs: it is counted outside every queue.
 TEST(SchedulerSlicesTest, ABoundPodWhoseQueueLostItsFlavorIsAdoptedOutsideTheQueue) {

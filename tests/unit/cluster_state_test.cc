@@ -219,6 +219,37 @@ TEST(ClusterStateTest, AnOverCommittedNodeHasANegativeBalanceAndNoFreeHost) {
   EXPECT_TRUE(state.CheckInvariants().ok());
 }
 
+// A blocked GPU takes no new slice of any kind and offers no free capacity; running work is
+// still adopted there, and unblocking gives the GPU back.
+TEST(ClusterStateTest, ABlockedGpuTakesNoNewSlice) {
+  ClusterState state;
+  auto a = state.AddNode(GpuNode("a", 64000, 262144, 2, "A100-80GB"));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(state.SetGpuBlocked(*a, 0, true).ok());
+  EXPECT_FALSE(state.SetGpuBlocked(*a, 2, true).ok());
+  EXPECT_EQ(state.free(*a).gpu[0], 0);
+  EXPECT_EQ(state.free(*a).gpu_total, 1000);
+  EXPECT_EQ(state.free_gpu_milli(Model("A100-80GB")), 1000);
+  const Status whole = state.Allocate(1, Whole(0, 0, 1), {*a, 0b1});
+  EXPECT_EQ(whole.code(), StatusCode::kFailedPrecondition) << whole.ToString();
+  EXPECT_FALSE(state.Allocate(1, Share(0, 0, 300), {*a, 0b1}).ok());
+  SliceDemand sd;
+  sd.memory_mib = 1024;
+  EXPECT_FALSE(state.Allocate(1, sd, SliceAssignment{SliceKind::kMps, *a, 0b1, -1, 20, 1024}).ok());
+  EXPECT_TRUE(state.Allocate(1, Whole(0, 0, 1), {*a, 0b10}).ok());  // GPU 1 is not blocked
+  EXPECT_TRUE(state.CheckInvariants().ok());
+  // Running work is adopted on it, and the GPU stays blocked.
+  ASSERT_TRUE(state.AllocateBeyondHost(2, Whole(1000, 0, 1), {*a, 0b1}).ok());
+  EXPECT_TRUE(state.gpu(*a, 0).blocked);
+  EXPECT_TRUE(state.CheckInvariants().ok());
+  ASSERT_TRUE(state.Release(2).ok());
+  EXPECT_EQ(state.free(*a).gpu[0], 0);
+  ASSERT_TRUE(state.SetGpuBlocked(*a, 0, false).ok());
+  EXPECT_EQ(state.free(*a).gpu[0], 1000);
+  EXPECT_TRUE(state.Allocate(3, Share(0, 0, 300), {*a, 0b1}).ok());
+  EXPECT_TRUE(state.CheckInvariants().ok());
+}
+
 TEST(ClusterStateTest, StampsAreUniqueAndChangeOnEveryMutation) {
   ClusterState state;
   ASSERT_TRUE(state.AddNode(GpuNode("a", 8000, 8192, 2, "T4")).ok());
