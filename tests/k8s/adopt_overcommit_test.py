@@ -14,10 +14,13 @@ allocatable CPU shrinks to 5, and a second scheduler starts whose `team` has onl
 flavor. A pod of another queue asking one GPU and 1 CPU arrives. Checks, read back from the
 API server:
 * both bound pods get a Warning Event OutsideQueue, and exactly one NodeOvercommitted (the one
-  adopted second, for which 2 of its 3 CPUs were free); tessera_pods_outside_queue reads 2 and
-  tessera_overcommitted_pods 1;
+  adopted second, for which 2 of its 3 CPUs were free); tessera_pods_outside_queue reads 2,
+  tessera_overcommitted_pods 1 and tessera_overcommitted_nodes 1;
 * the new pod is not bound while both run (the node's CPU is taken), and once one is deleted it
-  is bound to the GPU neither holds: no GPU is ever held twice.
+  is bound to the GPU neither holds: no GPU is ever held twice;
+* the pods on the node now ask 4 of its 5 CPUs, as the kubelet counts: a pod asking 2 CPUs
+  waits (a GPU is free), and once the node's allocatable CPU is back at 8 it is bound, without
+  a restart.
 """
 
 from __future__ import annotations
@@ -112,11 +115,13 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
         except OSError:
             return None  # not serving yet
         got = (k8slib.metric_value(text, "tessera_pods_outside_queue"),
-               k8slib.metric_value(text, "tessera_overcommitted_pods"))
-        return got if got == (2.0, 1.0) else None
+               k8slib.metric_value(text, "tessera_overcommitted_pods"),
+               k8slib.metric_value(text, "tessera_overcommitted_nodes"))
+        return got if got == (2.0, 1.0, 1.0) else None
 
     got = k8slib.wait_until(gauges, 30, 0.5)[1]
-    check("tessera_pods_outside_queue reads 2 and tessera_overcommitted_pods 1", got is not None)
+    check("tessera_pods_outside_queue reads 2, tessera_overcommitted_pods 1 and "
+          "tessera_overcommitted_nodes 1", got is not None)
     outside = k8slib.wait_until(
         lambda: all(told(api, n, "OutsideQueue") for n in BOUND) or None, 20, 0.5)[1]
     check("both bound pods get a Warning Event OutsideQueue", outside is not None)
@@ -141,6 +146,25 @@ def run(check, api: k8slib.Client, scheds: list[k8slib.Process]) -> int:
         gpu = k8slib.assignment(late)["gpus"][0]
         check("to the GPU the remaining pod does not hold", gpu != held[BOUND[1]],
               f"late on GPU {gpu}, {BOUND[1]} on GPU {held[BOUND[1]]}")
+
+    # run-1 (3 CPUs) and late (1) ask 4 of the node's 5 CPUs: a pod asking 2 must wait although
+    # a GPU is free, until the node's allocatable grows.
+    k8slib.create_pods(api, [k8slib.gpu_pod("wide", NS, gpus=1, queue="other", cpu="2")])
+
+    def wide_waits():
+        p = pods(api)["wide"]
+        return (sc.condition(p, "PodScheduled") or {}).get("status") == "False" or None
+
+    check("a pod asking 2 CPUs is decided", k8slib.wait_until(wide_waits, 30, 0.5)[1] is not None)
+    time.sleep(2)
+    check("it waits: the node's pods ask 4 of its 5 CPUs",
+          not pods(api)["wide"]["spec"].get("nodeName"))
+    api.must("PATCH", f"/api/v1/nodes/{NODE}/status",
+             {"status": {"allocatable": {"cpu": "8"}, "capacity": {"cpu": "8"}}},
+             content_type="application/merge-patch+json")
+    wide = deploylib.wait_bound(api, NS, ["wide"], 30)["wide"]
+    check("once the node's allocatable CPU is 8 it is bound, without a restart",
+          bool(wide.get("spec", {}).get("nodeName")))
     no_double_use(check, api, "at the end")
     return check.exit_code()
 
